@@ -1,0 +1,25 @@
+# SciCodePile's Airflow image: Airflow 3 + the library, for every Airflow component and Celery worker.
+FROM python:3.11-slim-bookworm
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PYTHONUNBUFFERED=1 \
+    AIRFLOW_HOME=/opt/airflow \
+    AIRFLOW__CORE__DAGS_FOLDER=/opt/scicodepile/dags \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/scicodepile/plugins \
+    AIRFLOW__CORE__LOAD_EXAMPLES=False \
+    PYTHONPATH=/opt/scicodepile/include:/opt/scicodepile/plugins
+
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap git util-linux ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/scicodepile
+COPY requirements.txt constraints.txt pyproject.toml README.md ./
+RUN pip install -r requirements.txt -c constraints.txt
+COPY include ./include
+COPY plugins ./plugins
+COPY dags ./dags
+COPY alembic.ini ./
+RUN pip install --no-deps -e . && useradd --create-home --uid 50000 airflow \
+ && mkdir -p /opt/airflow && chown -R airflow /opt/airflow
+USER airflow

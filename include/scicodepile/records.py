@@ -1,0 +1,57 @@
+"""Record types that flow between stages.  Every record carries its provenance."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a piece of data came from: repository, commit, path and license."""
+
+    source: str
+    repository: str
+    commit: str | None = None
+    path: str | None = None
+    license: str | None = None
+    url: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RepositoryRecord:
+    """A candidate repository as a source reports it, before it is stored."""
+
+    source: str
+    source_id: str
+    full_name: str
+    url: str | None = None
+    description: str | None = None
+    stars: int | None = None
+    forks: int | None = None
+    license: str | None = None
+    topics: list[str] = field(default_factory=list)
+    language: str | None = None
+    is_fork: bool = False
+    archived: bool = False
+    size_kb: int | None = None
+    default_branch: str | None = None
+    created_at: str | None = None
+    pushed_at: str | None = None
+    domain: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CodeFile:
+    """One extracted code file with its provenance."""
+
+    provenance: Provenance
+    content: str
+    language: str
+    sha256: str
+    size: int
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,133 @@
+"""Typed settings for the whole platform.
+
+One object, read from the environment (prefix ``SCICODEPILE_``) or a ``.env`` file, with embedded
+defaults that need no server: a SQLite file and a local folder under ``./var/``.  Production values
+point at Postgres, MinIO and TGI.  Secrets are ``SecretStr`` so they never show in logs or reprs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from scicodepile.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (``include/scicodepile`` is two levels below it)."""
+
+DATA_DIR = REPO_ROOT / "include" / "data"
+"""Versioned data shipped with the library: vocabulary, manifests, language table."""
+
+
+class Settings(BaseSettings):
+    """All tunables.  Field ``foo`` is set by the environment variable ``SCICODEPILE_FOO``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SCICODEPILE_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    # -- where things live ------------------------------------------------------------------
+    var_dir: Path = Field(
+        default=REPO_ROOT / "var",
+        description="Working folder for embedded mode: SQLite file, local object store, caches.",
+    )
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy URL of the application database; empty means SQLite under var_dir.",
+    )
+
+    # -- object store -----------------------------------------------------------------------
+    store_backend: Literal["local", "s3"] = "local"
+    store_root: Path | None = Field(
+        default=None, description="Folder of the local object store; empty means var_dir/objects."
+    )
+    s3_endpoint: str = Field(default="127.0.0.1:9000", description="host:port of the S3 server.")
+    s3_access_key: SecretStr = SecretStr("")
+    s3_secret_key: SecretStr = SecretStr("")
+    s3_bucket: str = "scicodepile"
+    s3_secure: bool = False
+    s3_region: str | None = None
+    s3_create_bucket: bool = Field(
+        default=False,
+        description="Create the bucket when it is missing (tests, first deployment) instead of failing.",
+    )
+
+    # -- external services (filled in by the stages that use them) ---------------------------
+    github_token: SecretStr = SecretStr("")
+    github_api_url: str = "https://api.github.com"
+
+    # -- run shape --------------------------------------------------------------------------
+    num_shards: int = Field(default=4, ge=1, le=4096)
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    def __repr_args__(self):  # noqa: ANN204 - the database URL may embed a password
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name == "database_url" and value else value
+
+    # -- derived values ---------------------------------------------------------------------
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file in ``var_dir``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.var_dir / 'scicodepile.db').resolve()}"
+
+    @property
+    def resolved_store_root(self) -> Path:
+        return (self.store_root or self.var_dir / "objects").resolve()
+
+    def public_dict(self) -> dict[str, object]:
+        """Settings as a plain dict with every secret masked: safe for logs and manifests."""
+        data = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            if field.annotation is SecretStr or "SecretStr" in str(field.annotation):
+                data[name] = "**********" if getattr(self, name).get_secret_value() else ""
+        data["database_url"] = redact_url(self.resolved_database_url)
+        return data
+
+    def slug(self, *names: str) -> str:
+        """A short deterministic hash of the named fields, for output keys."""
+        payload = json.dumps({n: str(getattr(self, n)) for n in names}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:10]
+
+
+def redact_url(url: str) -> str:
+    """Hide the password of a database or service URL (``user:***@host``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment, turning validation errors into one clear line."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first.get("loc") else "?"
+        raise ConfigError(
+            f"invalid setting {name}: {first['msg']}", setting=f"SCICODEPILE_{name.upper()}"
+        ) from None

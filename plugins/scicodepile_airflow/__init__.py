@@ -1,0 +1,1 @@
+"""Airflow glue for SciCodePile: default args, Assets, Connections -> settings, the UI page."""
