@@ -61,9 +61,25 @@ class Settings(BaseSettings):
         description="Create the bucket when it is missing (tests, first deployment) instead of failing.",
     )
 
-    # -- external services (filled in by the stages that use them) ---------------------------
+    # -- LLM layer (issue: LLM) ------------------------------------------------------------
+    # (fields of the LLM layer go here)
+
+    # -- sandbox (issue: sandbox) ---------------------------------------------------------------
+    # (fields of the sandbox go here)
+
+    # -- crawl and sources (issue: crawl) -------------------------------------------------------
     github_token: SecretStr = SecretStr("")
     github_api_url: str = "https://api.github.com"
+    # (other crawl fields go here)
+
+    # -- curate (issue: curate) -----------------------------------------------------------------
+    # (curate fields go here)
+
+    # -- dedup (issue: curate/dedup) ------------------------------------------------------------
+    # (dedup fields go here)
+
+    # -- orchestration (issue: orchestration) -------------------------------------------------
+    # (orchestration fields go here)
 
     # -- run shape --------------------------------------------------------------------------
     num_shards: int = Field(default=4, ge=1, le=4096)
