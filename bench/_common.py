@@ -17,14 +17,29 @@ for sub in ("include", "plugins", "."):
         sys.path.insert(0, str(ROOT / sub))
 
 
-def emit(bench: str, metric: str, ours: float, peer: float, peer_name: str, *,
-         higher_is_better: bool = True, **extra: Any) -> dict[str, Any]:
+def emit(
+    bench: str,
+    metric: str,
+    ours: float,
+    peer: float,
+    peer_name: str,
+    *,
+    higher_is_better: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
     """Print the one JSON line.  ``ratio`` > 1 always means "ours is better"."""
     if higher_is_better:
         ratio = ours / peer if peer else float("inf")
     else:
         ratio = peer / ours if ours else float("inf")
-    line = {"bench": bench, "metric": metric, "ours": round(ours, 4), "peer": round(peer, 4),
-            "peer_name": peer_name, "ratio": round(ratio, 4), **extra}
+    line = {
+        "bench": bench,
+        "metric": metric,
+        "ours": round(ours, 4),
+        "peer": round(peer, 4),
+        "peer_name": peer_name,
+        "ratio": round(ratio, 4),
+        **extra,
+    }
     print(json.dumps(line), flush=True)
     return line

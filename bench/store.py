@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from _common import emit
-
 from scicodepile.settings import load_settings
 from scicodepile.store import open_store
 from tests.support.services import seaweedfs_s3
@@ -23,7 +22,7 @@ N_OBJECTS = int(os.environ.get("BENCH_STORE_OBJECTS", "40"))
 SIZE = int(os.environ.get("BENCH_STORE_SIZE", str(1 << 20)))
 
 
-def _ours(store, payloads: list[bytes]) -> float:  # noqa: ANN001
+def _ours(store, payloads: list[bytes]) -> float:
     start = time.perf_counter()
     for i, data in enumerate(payloads):
         store.put_bytes(f"bench/obj-{i:05d}", data)
@@ -41,7 +40,7 @@ def _peer_local(root: Path, payloads: list[bytes]) -> float:
     return 2 * len(payloads) * SIZE / (time.perf_counter() - start) / 1e6
 
 
-def _peer_s3(client, bucket: str, payloads: list[bytes]) -> float:  # noqa: ANN001
+def _peer_s3(client, bucket: str, payloads: list[bytes]) -> float:
     import io
 
     start = time.perf_counter()
@@ -64,14 +63,28 @@ def main() -> None:
         local_peer = _peer_local(tmp / "raw", payloads)
         local_ours = _ours(local, payloads)
         with seaweedfs_s3(tmp / "weed") as server:
-            settings = load_settings(var_dir=tmp / "var", store_backend="s3", s3_endpoint=server.endpoint,
-                                     s3_bucket="bench-store", s3_create_bucket=True)
+            settings = load_settings(
+                var_dir=tmp / "var",
+                store_backend="s3",
+                s3_endpoint=server.endpoint,
+                s3_bucket="bench-store",
+                s3_create_bucket=True,
+            )
             s3 = open_store(settings)
             peer = _peer_s3(s3.client, "bench-store", payloads)
             ours = _ours(s3, payloads)
-            emit("store", "put_get_mb_per_s", ours, peer, "bare minio client (S3, SeaweedFS)",
-                 objects=N_OBJECTS, object_bytes=SIZE, local_ours=round(local_ours, 1),
-                 local_peer=round(local_peer, 1), local_peer_name="plain non-atomic file writes")
+            emit(
+                "store",
+                "put_get_mb_per_s",
+                ours,
+                peer,
+                "bare minio client (S3, SeaweedFS)",
+                objects=N_OBJECTS,
+                object_bytes=SIZE,
+                local_ours=round(local_ours, 1),
+                local_peer=round(local_peer, 1),
+                local_peer_name="plain non-atomic file writes",
+            )
 
 
 if __name__ == "__main__":

@@ -27,14 +27,14 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def s3_server(tmp_path_factory: pytest.TempPathFactory):
     """A SeaweedFS S3 server for this test session."""
     with seaweedfs_s3(tmp_path_factory.mktemp("seaweedfs")) as server:
         yield server
 
 
 @pytest.fixture
-def local_settings(tmp_path: Path):  # noqa: ANN201
+def local_settings(tmp_path: Path):
     """Embedded defaults in a temporary folder: SQLite file and local object store."""
     from scicodepile.settings import load_settings
 
@@ -42,7 +42,7 @@ def local_settings(tmp_path: Path):  # noqa: ANN201
 
 
 @pytest.fixture
-def pg_settings(tmp_path: Path, pg_url: str):  # noqa: ANN201
+def pg_settings(tmp_path: Path, pg_url: str):
     """Postgres application database (migrated), local object store."""
     from scicodepile.db import migrate
     from scicodepile.settings import load_settings
@@ -53,7 +53,7 @@ def pg_settings(tmp_path: Path, pg_url: str):  # noqa: ANN201
 
 
 @pytest.fixture
-def s3_settings(tmp_path: Path, s3_server, request: pytest.FixtureRequest):  # noqa: ANN001, ANN201
+def s3_settings(tmp_path: Path, s3_server, request: pytest.FixtureRequest):
     """S3 object store on the test server, a bucket of this test's own."""
     import re
 

@@ -30,7 +30,7 @@ def _setup_logging(level: str, quiet: bool) -> None:
     logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
-def _settings_for(args: argparse.Namespace):  # noqa: ANN202
+def _settings_for(args: argparse.Namespace):
     from scicodepile.settings import load_settings
 
     overrides: dict[str, object] = {}
@@ -81,7 +81,9 @@ def cmd_db(args: argparse.Namespace) -> int:
         migrate(settings, args.revision or "head")
     else:
         migrate(settings, args.revision or "base", down=True)
-    print(f"database {args.action} to {args.revision or ('head' if args.action == 'upgrade' else 'base')}: done")
+    print(
+        f"database {args.action} to {args.revision or ('head' if args.action == 'upgrade' else 'base')}: done"
+    )
     return 0
 
 

@@ -16,16 +16,16 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-def _connection(conn_id: str):  # noqa: ANN202
+def _connection(conn_id: str):
     try:
         from airflow.sdk import BaseHook
 
         return BaseHook.get_connection(conn_id)
-    except Exception:  # noqa: BLE001 - an absent connection is the normal case
+    except Exception:
         return None
 
 
-def library_settings(**overrides: Any):  # noqa: ANN201 - scicodepile.settings.Settings
+def library_settings(**overrides: Any):
     """Settings for the library, with values from Airflow Connections where they exist."""
     from scicodepile.settings import load_settings
 

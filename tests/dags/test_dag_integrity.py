@@ -12,11 +12,11 @@ DAG_FILES = sorted(p for p in DAGS_DIR.glob("*.py") if not p.name.startswith("_"
 
 
 @pytest.fixture(scope="module")
-def dagbag():  # noqa: ANN201
+def dagbag():
     from airflow.dag_processing.dagbag import DagBag
     from airflow.sdk import BaseHook, Variable
 
-    def forbidden(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+    def forbidden(*_a, **_k):
         raise AssertionError("a DAG file read a Connection or Variable at parse time")
 
     mp = pytest.MonkeyPatch()
@@ -32,12 +32,12 @@ def test_there_are_dag_files() -> None:
     assert DAG_FILES, "no DAG files found"
 
 
-def test_no_import_errors(dagbag) -> None:  # noqa: ANN001
+def test_no_import_errors(dagbag) -> None:
     assert dagbag.import_errors == {}
 
 
 @pytest.mark.parametrize("path", DAG_FILES, ids=lambda p: p.stem)
-def test_dag_contract(dagbag, path: Path) -> None:  # noqa: ANN001
+def test_dag_contract(dagbag, path: Path) -> None:
     dag = dagbag.dags.get(path.stem)
     assert dag is not None, f"{path.name} must define a DAG whose dag_id is {path.stem!r}"
     assert dag.doc_md and len(dag.doc_md.strip()) > 40, "each DAG needs a doc (module docstring)"

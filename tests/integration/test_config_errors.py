@@ -21,7 +21,11 @@ def _cli(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> subproce
     env["PYTHONPATH"] = str(ROOT / "include")
     return subprocess.run(
         [sys.executable, "-m", "scicodepile.cli", *args, "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=tmp_path,
     )
 
 
@@ -35,8 +39,11 @@ def _one_clear_line(proc: subprocess.CompletedProcess, setting: str) -> None:
 
 def test_wrong_database_url(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
-    proc = _cli(["check"], {"SCICODEPILE_DATABASE_URL":
-                            f"postgresql+psycopg2://postgres:hunter2@127.0.0.1:{port}/nope"}, tmp_path)
+    proc = _cli(
+        ["check"],
+        {"SCICODEPILE_DATABASE_URL": f"postgresql+psycopg2://postgres:hunter2@127.0.0.1:{port}/nope"},
+        tmp_path,
+    )
     _one_clear_line(proc, "SCICODEPILE_DATABASE_URL")
     assert "hunter2" not in proc.stderr  # the password never shows
 
@@ -47,22 +54,38 @@ def test_garbage_database_url(tmp_path: Path) -> None:
 
 
 def test_missing_database_on_real_postgres(tmp_path: Path) -> None:
-    proc = _cli(["check"], {"SCICODEPILE_DATABASE_URL":
-                            "postgresql+psycopg2://postgres@127.0.0.1:5432/no_such_db_scicodepile"}, tmp_path)
+    proc = _cli(
+        ["check"],
+        {"SCICODEPILE_DATABASE_URL": "postgresql+psycopg2://postgres@127.0.0.1:5432/no_such_db_scicodepile"},
+        tmp_path,
+    )
     _one_clear_line(proc, "SCICODEPILE_DATABASE_URL")
 
 
 def test_unreachable_s3_endpoint(tmp_path: Path) -> None:
-    proc = _cli(["check"], {"SCICODEPILE_STORE_BACKEND": "s3",
-                            "SCICODEPILE_S3_ENDPOINT": f"127.0.0.1:{free_port()}",
-                            "SCICODEPILE_S3_SECRET_KEY": "topsecret"}, tmp_path)
+    proc = _cli(
+        ["check"],
+        {
+            "SCICODEPILE_STORE_BACKEND": "s3",
+            "SCICODEPILE_S3_ENDPOINT": f"127.0.0.1:{free_port()}",
+            "SCICODEPILE_S3_SECRET_KEY": "topsecret",
+        },
+        tmp_path,
+    )
     _one_clear_line(proc, "SCICODEPILE_S3_ENDPOINT")
     assert "topsecret" not in proc.stderr
 
 
-def test_missing_bucket(tmp_path: Path, s3_server) -> None:  # noqa: ANN001
-    proc = _cli(["check"], {"SCICODEPILE_STORE_BACKEND": "s3", "SCICODEPILE_S3_ENDPOINT": s3_server.endpoint,
-                            "SCICODEPILE_S3_BUCKET": "does-not-exist"}, tmp_path)
+def test_missing_bucket(tmp_path: Path, s3_server) -> None:
+    proc = _cli(
+        ["check"],
+        {
+            "SCICODEPILE_STORE_BACKEND": "s3",
+            "SCICODEPILE_S3_ENDPOINT": s3_server.endpoint,
+            "SCICODEPILE_S3_BUCKET": "does-not-exist",
+        },
+        tmp_path,
+    )
     _one_clear_line(proc, "SCICODEPILE_S3_BUCKET")
 
 

@@ -19,12 +19,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(params=["local", "s3"])
-def store(request, local_settings, tmp_path):  # noqa: ANN001, ANN201
+def store(request, local_settings, tmp_path):
     settings = request.getfixturevalue("s3_settings") if request.param == "s3" else local_settings
     return open_store(settings)
 
 
-def test_put_get_list_delete_roundtrip(store) -> None:  # noqa: ANN001
+def test_put_get_list_delete_roundtrip(store) -> None:
     store.put_bytes("a/b/one.txt", b"one")
     store.put_bytes("a/b/two.txt", b"two!")
     store.put_bytes("a/c.txt", b"c")
@@ -37,7 +37,7 @@ def test_put_get_list_delete_roundtrip(store) -> None:  # noqa: ANN001
         store.get_bytes("a/b/one.txt")
 
 
-def test_content_addressed_put_is_idempotent(store) -> None:  # noqa: ANN001
+def test_content_addressed_put_is_idempotent(store) -> None:
     k1 = store.put_content_addressed("blobs", b"same bytes")
     k2 = store.put_content_addressed("blobs", b"same bytes")
     assert k1 == k2 and k1.startswith("blobs/") and store.get_bytes(k1) == b"same bytes"
@@ -45,12 +45,12 @@ def test_content_addressed_put_is_idempotent(store) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", "a/./b", "a/../../b", "", "a\nb"])
-def test_hostile_keys_are_refused(store, key: str) -> None:  # noqa: ANN001
+def test_hostile_keys_are_refused(store, key: str) -> None:
     with pytest.raises(InvalidKey):
         store.put_bytes(key, b"x")
 
 
-def test_parquet_shard_roundtrip_is_readable_by_pyarrow_and_datasets(store, tmp_path) -> None:  # noqa: ANN001
+def test_parquet_shard_roundtrip_is_readable_by_pyarrow_and_datasets(store, tmp_path) -> None:
     key = shard_key("f1", "test-slug", 0)
     rows = [{"content": f"x = {i}\n", "path": f"m{i}.py", "size": 6} for i in range(100)]
     manifest = write_shard(store, key, rows)
@@ -60,7 +60,7 @@ def test_parquet_shard_roundtrip_is_readable_by_pyarrow_and_datasets(store, tmp_
     assert pq.read_table(local).num_rows == 100
 
 
-def test_readers_never_see_a_partial_object(local_settings) -> None:  # noqa: ANN001
+def test_readers_never_see_a_partial_object(local_settings) -> None:
     """While a large object is rewritten, a reader always gets one of the complete versions."""
     store = open_store(local_settings)
     a, b = b"a" * 4_000_000, b"b" * 4_000_000
@@ -83,7 +83,7 @@ def test_readers_never_see_a_partial_object(local_settings) -> None:  # noqa: AN
     assert bad == []
 
 
-def test_postgres_migrations_and_idempotent_upsert(pg_settings) -> None:  # noqa: ANN001
+def test_postgres_migrations_and_idempotent_upsert(pg_settings) -> None:
     row = {"source": "github", "source_id": "42", "full_name": "o/r", "stars": 10, "topics": ["chem"]}
     with session_scope(pg_settings) as s:
         upsert(s, Repository, [row], keys=["source", "source_id"])
@@ -94,7 +94,7 @@ def test_postgres_migrations_and_idempotent_upsert(pg_settings) -> None:  # noqa
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_alembic_upgrade_downgrade_upgrade(backend: str, tmp_path, request) -> None:  # noqa: ANN001
+def test_alembic_upgrade_downgrade_upgrade(backend: str, tmp_path, request) -> None:
     from sqlalchemy import inspect
 
     from scicodepile.db import get_engine
@@ -108,5 +108,16 @@ def test_alembic_upgrade_downgrade_upgrade(backend: str, tmp_path, request) -> N
     assert not inspect(get_engine(settings)).has_table("repositories")
     migrate(settings)
     tables = set(inspect(get_engine(settings)).get_table_names())
-    assert {"queries", "search_partitions", "repositories", "snapshots", "files", "annotations",
-            "llm_cache", "benchmark_tasks", "eval_runs", "eval_samples", "artifacts"} <= tables
+    assert {
+        "queries",
+        "search_partitions",
+        "repositories",
+        "snapshots",
+        "files",
+        "annotations",
+        "llm_cache",
+        "benchmark_tasks",
+        "eval_runs",
+        "eval_samples",
+        "artifacts",
+    } <= tables

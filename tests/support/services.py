@@ -66,7 +66,9 @@ def postgres_database(prefix: str = "scicodepile_test") -> Iterator[str]:
 
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     try:
-        conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", connect_timeout=5)
+        conn = psycopg2.connect(
+            host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", connect_timeout=5
+        )
     except psycopg2.OperationalError as exc:
         raise RuntimeError(
             f"Postgres is not reachable at {PG_HOST}:{PG_PORT} ({exc}). Start it (see README, "
@@ -155,7 +157,7 @@ def _wait_s3_ready(endpoint: str, proc: subprocess.Popen, timeout: float, log_pa
             client.make_bucket(probe)
             client.remove_bucket(probe)
             return
-        except Exception as exc:  # noqa: BLE001 - not up yet
+        except Exception as exc:
             last = exc
             time.sleep(0.5)
     raise TimeoutError(f"SeaweedFS S3 not ready after {timeout}s: {last}")

@@ -32,6 +32,11 @@ def test_library_imports_without_airflow_loaded() -> None:
         "    importlib.import_module(m.name)\n"
         "assert not any(k == 'airflow' or k.startswith('airflow.') for k in sys.modules), 'airflow loaded'\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(LIB.parent), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]

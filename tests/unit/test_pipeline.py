@@ -31,7 +31,7 @@ def test_shards_are_stable_and_cover_everything() -> None:
         Partition("x", 3, 3)
 
 
-def test_completed_partition_is_skipped_on_rerun(tmp_path) -> None:  # noqa: ANN001
+def test_completed_partition_is_skipped_on_rerun(tmp_path) -> None:
     store = LocalObjectStore(tmp_path)
     calls = []
 

@@ -22,7 +22,7 @@ def test_secrets_never_in_repr_or_public_dict(monkeypatch: pytest.MonkeyPatch) -
     assert s.github_token.get_secret_value() == "ghp_secret123"
 
 
-def test_embedded_defaults_need_no_server(tmp_path) -> None:  # noqa: ANN001
+def test_embedded_defaults_need_no_server(tmp_path) -> None:
     s = load_settings(var_dir=tmp_path)
     assert s.resolved_database_url.startswith("sqlite:///") and str(tmp_path) in s.resolved_database_url
     assert s.store_backend == "local" and s.resolved_store_root == (tmp_path / "objects").resolve()

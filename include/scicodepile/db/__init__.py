@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 
-def alembic_config(settings: Settings):  # noqa: ANN201 - alembic.config.Config
+def alembic_config(settings: Settings):
     from alembic.config import Config
 
     cfg = Config(str(REPO_ROOT / "alembic.ini"))

@@ -104,7 +104,9 @@ class Repository(Base):
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     source: Mapped[str] = mapped_column(String(16), nullable=False, doc="github | sample | local")
-    source_id: Mapped[str] = mapped_column(String(256), nullable=False, doc="GitHub id, name==version, folder")
+    source_id: Mapped[str] = mapped_column(
+        String(256), nullable=False, doc="GitHub id, name==version, folder"
+    )
     full_name: Mapped[str] = mapped_column(String(512), nullable=False)
     url: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)

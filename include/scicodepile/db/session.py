@@ -41,7 +41,7 @@ def _create_engine(url: str) -> Engine:
             engine = create_engine(url, connect_args={"timeout": 60})
 
             @event.listens_for(engine, "connect")
-            def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
+            def _sqlite_pragmas(dbapi_conn, _record) -> None:
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.execute("PRAGMA journal_mode=WAL")

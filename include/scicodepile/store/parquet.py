@@ -41,11 +41,13 @@ def write_shard(
             "columns": table.schema.names,
             **dict(extra_manifest or {}),
         }
-    store.put_bytes(manifest_key(key), json.dumps(manifest, indent=2, default=str).encode(), "application/json")
+    store.put_bytes(
+        manifest_key(key), json.dumps(manifest, indent=2, default=str).encode(), "application/json"
+    )
     return manifest
 
 
-def read_shard(store: ObjectStore, key: str):  # noqa: ANN201 - pyarrow.Table
+def read_shard(store: ObjectStore, key: str):
     import pyarrow.parquet as pq
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,7 +16,7 @@ from scicodepile.store.base import ObjectInfo, ObjectNotFound, ObjectStore, vali
 class _ResponseStream:
     """File-like wrapper over a urllib3 response that releases the connection on close."""
 
-    def __init__(self, response) -> None:  # noqa: ANN001
+    def __init__(self, response) -> None:
         self._response = response
 
     def read(self, n: int = -1) -> bytes:
@@ -59,8 +59,9 @@ class S3ObjectStore(ObjectStore):
                 http_client=http,
             )
         except ValueError as exc:
-            raise ConfigError(f"invalid S3 endpoint {settings.s3_endpoint!r}: {exc}",
-                              setting="SCICODEPILE_S3_ENDPOINT") from None
+            raise ConfigError(
+                f"invalid S3 endpoint {settings.s3_endpoint!r}: {exc}", setting="SCICODEPILE_S3_ENDPOINT"
+            ) from None
 
     def __repr__(self) -> str:  # never shows keys
         return f"S3ObjectStore(endpoint={self.endpoint!r}, bucket={self.bucket!r})"
@@ -79,12 +80,18 @@ class S3ObjectStore(ObjectStore):
                 setting="SCICODEPILE_S3_ENDPOINT",
             ) from None
         except S3Error as exc:
-            setting = "SCICODEPILE_S3_ACCESS_KEY" if exc.code in {"AccessDenied", "InvalidAccessKeyId",
-                                                                 "SignatureDoesNotMatch"} else "SCICODEPILE_S3_BUCKET"
-            raise ConfigError(f"S3 refused access to bucket {self.bucket!r}: {exc.code}", setting=setting) from None
+            setting = (
+                "SCICODEPILE_S3_ACCESS_KEY"
+                if exc.code in {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+                else "SCICODEPILE_S3_BUCKET"
+            )
+            raise ConfigError(
+                f"S3 refused access to bucket {self.bucket!r}: {exc.code}", setting=setting
+            ) from None
         except ValueError as exc:
-            raise ConfigError(f"invalid S3 bucket name {self.bucket!r}: {exc}",
-                              setting="SCICODEPILE_S3_BUCKET") from None
+            raise ConfigError(
+                f"invalid S3 bucket name {self.bucket!r}: {exc}", setting="SCICODEPILE_S3_BUCKET"
+            ) from None
         if not exists:
             if not self._create_bucket:
                 raise ConfigError(
