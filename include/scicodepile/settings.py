@@ -63,6 +63,33 @@ class Settings(BaseSettings):
 
     # -- LLM layer (issue: LLM) ------------------------------------------------------------
     # (fields of the LLM layer go here)
+    llm_endpoints: str = Field(
+        default="",
+        description="Comma-separated base URLs of TGI (or OpenAI-compatible) servers serving llm_model; "
+        "empty means no LLM: stages use their labelled non-LLM fallbacks.",
+    )
+    llm_model: str = Field(default="", description="Model id; empty means the id the server reports.")
+    llm_api: Literal["tgi", "openai"] = Field(
+        default="tgi", description="tgi: POST /generate with grammar; openai: POST /v1/chat/completions."
+    )
+    llm_api_key: SecretStr = Field(default=SecretStr(""), description="Bearer token if the server needs one.")
+    llm_judge_endpoints: str = Field(default="", description="Judge endpoints; empty = llm_endpoints.")
+    llm_judge_model: str = Field(default="", description="Judge model id; empty = the judge server's model.")
+    llm_judge_api: Literal["", "tgi", "openai"] = Field(default="", description="Empty = llm_api.")
+    llm_max_concurrency: int = Field(
+        default=16, ge=1, le=1024, description="Per process and endpoint; also capped by the server's /info."
+    )
+    llm_request_timeout_s: float = Field(default=120.0, gt=0, description="One HTTP request.")
+    llm_deadline_s: float = Field(default=600.0, gt=0, description="One call, all retries and re-asks.")
+    llm_max_retries: int = Field(default=8, ge=0, le=100, description="Per request: 429/503/timeouts/drops.")
+    llm_backoff_base_s: float = Field(default=0.5, ge=0)
+    llm_backoff_max_s: float = Field(default=30.0, ge=0)
+    llm_max_reasks: int = Field(default=2, ge=0, le=10, description="Re-asks after an invalid answer.")
+    llm_temperature: float = Field(default=0.0, ge=0)
+    llm_cache: bool = Field(default=True, description="Read and write the llm_cache table.")
+    llm_cache_inline_bytes: int = Field(
+        default=16384, ge=0, description="Larger answers go to the object store (store/keys.llm_payload_key)."
+    )
 
     # -- sandbox (issue: sandbox) ---------------------------------------------------------------
     # (fields of the sandbox go here)
