@@ -1,0 +1,64 @@
+"""Secret and PII redaction in kept code: keys, tokens, private keys, email addresses.
+
+Matches are replaced by typed placeholders (``<API_KEY>``, ``<EMAIL>`` ...), as BigCode's PII
+redaction does, so downstream models never see the secret and the code stays parseable.  Counts per
+kind are returned so the stage report shows what was redacted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
+    ("private_key", re.compile(
+        r"-----BEGIN (?:[A-Z ]+ )?PRIVATE KEY-----[\s\S]{0,10000}?-----END (?:[A-Z ]+ )?PRIVATE KEY-----"),
+     "<PRIVATE_KEY>"),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<AWS_ACCESS_KEY>"),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+     "<GITHUB_TOKEN>"),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,200}\b"), "<SLACK_TOKEN>"),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "<GOOGLE_API_KEY>"),
+    ("openai_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,200}\b"), "<API_KEY>"),
+    ("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,60}\b"), "<HF_TOKEN>"),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b"), "<JWT>"),
+]
+# key = "value" assignments whose name says secret; the value is replaced, the name kept
+_ASSIGNMENT = re.compile(
+    r"""(?P<name>\b[\w.\-]*(?:api[_\-]?key|secret[_\-]?key|access[_\-]?token|auth[_\-]?token|password|passwd|"""
+    r"""client[_\-]?secret|secret)\b["']?\s*[:=]\s*)(?P<q>["'])(?P<value>[^"'\s]{8,200})(?P=q)""",
+    re.IGNORECASE,
+)
+_EMAIL = re.compile(
+    r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b"
+)
+_EMAIL_KEEP = re.compile(r"@(?:example\.(?:com|org|net)|localhost)$", re.I)
+_PLACEHOLDER_VALUES = re.compile(r"^(?:x+|\*+|<[^>]*>|\$\{?\w+\}?|your[_\-]?\w*|changeme|none|null|"
+                                 r"placeholder|dummy|test\w*|example\w*|\{\w*\}|%\(?\w*\)?s)$", re.I)
+
+
+def redact(text: str) -> tuple[str, Counter[str]]:
+    """Return ``text`` with secrets and email addresses replaced, and counts by kind."""
+    counts: Counter[str] = Counter()
+    for kind, pattern, placeholder in _PATTERNS:
+        text, n = pattern.subn(placeholder, text)
+        if n:
+            counts[kind] += n
+
+    def _assignment(m: re.Match[str]) -> str:
+        value = m.group("value")
+        if _PLACEHOLDER_VALUES.match(value) or value.startswith("<"):
+            return m.group(0)
+        counts["secret_assignment"] += 1
+        return f"{m.group('name')}{m.group('q')}<SECRET>{m.group('q')}"
+
+    text = _ASSIGNMENT.sub(_assignment, text)
+
+    def _email(m: re.Match[str]) -> str:
+        if _EMAIL_KEEP.search(m.group(0)):
+            return m.group(0)
+        counts["email"] += 1
+        return "<EMAIL>"
+
+    text = _EMAIL.sub(_email, text)
+    return text, counts
