@@ -1,0 +1,1 @@
+"""The SciCodePile page in the Airflow UI: a FastAPI app plus a nav entry (an external view)."""
