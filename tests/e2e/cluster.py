@@ -99,7 +99,8 @@ class AirflowCluster:
             ["airflow", *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.home
         )
         if check and proc.returncode != 0:
-            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            out = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{out}")
         return proc
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
@@ -225,8 +226,11 @@ class AirflowCluster:
     def describe(self, dag_id: str, run_id: str) -> str:
         tis = self.task_instances(dag_id, run_id)
         lines = [f"{t['task_id']}[{t.get('map_index')}] {t['state']} try {t.get('try_number')}" for t in tis]
-        return "\n".join(lines) + "\n--- scheduler ---\n" + self.tail("scheduler", 2500) + (
-            "\n--- worker ---\n" + self.tail("worker", 2500)
+        return (
+            "\n".join(lines)
+            + "\n--- scheduler ---\n"
+            + self.tail("scheduler", 2500)
+            + ("\n--- worker ---\n" + self.tail("worker", 2500))
         )
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:

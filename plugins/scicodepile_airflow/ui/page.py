@@ -52,15 +52,18 @@ def render_page(report: CorpusReport) -> str:
     )
     stages = [{"stage": s.stage, "item": s.item, "count": s.count, "detail": s.detail} for s in report.stages]
     domains = report.domains
-    domain_cols = ["domain", "total"] + sorted({k for d in domains for k in d} - {"domain", "total"})
+    domain_cols = ["domain", "total", *sorted({k for d in domains for k in d} - {"domain", "total"})]
     leaderboard = [
         {"model": r["model"], "benchmark": r["benchmark"], "kind": r["kind"]}
         | {k: v for k, v in sorted(r["metrics"].items())}
         for r in report.leaderboard
     ]
-    lb_cols = ["model", "benchmark", "kind"] + sorted(
-        {k for r in leaderboard for k in r} - {"model", "benchmark", "kind"}
-    )
+    lb_cols = [
+        "model",
+        "benchmark",
+        "kind",
+        *sorted({k for r in leaderboard for k in r} - {"model", "benchmark", "kind"}),
+    ]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>SciCodePile corpus</title>
 <style>{STYLE}</style></head><body>
