@@ -1,0 +1,1 @@
+"""The crawl: seed vocabulary -> validated search queries -> (query, window) partitions -> candidates."""
