@@ -1,0 +1,436 @@
+"""The bubblewrap backend: one ``bwrap`` launch per program, about 5-10 ms of overhead.
+
+The launch chain is ``prlimit`` (rlimits, as root) -> ``setpriv`` (switch to an unprivileged host uid,
+drop groups) -> ``bwrap`` -> the sandbox's Python.  Why each piece:
+
+- **An unprivileged host uid, leased per run** (``sandbox_uid_base`` + slot, flock-ed so no two live runs
+  share one).  bwrap started by root maps the sandbox's uid to host root, so root-only files such as
+  ``/etc/shadow`` would stay readable; and RLIMIT_NPROC is ignored for root and counted per host uid, so
+  each run needs a uid of its own for the process limit to hold and not to starve its neighbours.
+- **An empty environment for bwrap itself**: bwrap's own process is pid 1 inside and its
+  ``/proc/1/environ`` would show whatever bwrap was started with.  The program gets a fresh, fixed one.
+- **Nothing of the host's file tree but /usr and the interpreter environment**, read-only: no /root, no
+  /home, no /etc, no project data folder, no object store folder.  The root itself, /dev and /proc are
+  bwrap's own, the root and /dev remounted read-only; /tmp and /dev/shm are size-capped tmpfs.
+- **Namespaces**: user, pid, net (no interfaces but a private loopback: the host's 127.0.0.1 is
+  unreachable), ipc, uts, cgroup; ``--new-session`` (no controlling terminal), ``--die-with-parent``,
+  ``--disable-userns`` (no nested namespaces).
+- **Process-tree kill without cgroups**: bwrap's init is pid 1 of the run's PID namespace; when it dies
+  the kernel kills every process in the namespace, double-forked daemons included.  On timeout we
+  SIGKILL the launch's process group (bwrap's monitor and init; the program's own session is inside),
+  then confirm from ``/proc`` that no process of the leased uid is left before the uid is handed on.
+"""
+
+# ruff: noqa: S108 - /tmp and /dev/shm here are paths inside the sandbox (its own tmpfs), not the host's.
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import random
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scicodepile.sandbox.base import (
+    KillReason,
+    Limits,
+    Outcome,
+    Program,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+    TailBuffer,
+    classify,
+    sandbox_python,
+)
+
+if TYPE_CHECKING:
+    from scicodepile.settings import Settings
+
+SANDBOX_DIR = "/sandbox"
+_GRACE_AFTER_EXIT_S = 2.0
+_MiB = 1 << 20
+
+
+class UidPool:
+    """Leases host uids to live runs, one each, across threads (a set) and processes (flock per uid)."""
+
+    def __init__(self, base: int, slots: int, lock_dir: Path | None = None) -> None:
+        self.base = base
+        self.slots = slots
+        self.lock_dir = lock_dir or Path(tempfile.gettempdir()) / f"scicodepile-sandbox-uids-{os.geteuid()}"
+        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._mutex = threading.Lock()
+        self._busy: set[int] = set()
+        self._fds: dict[int, int] = {}  # kept open: opening a lock file per run costs more than the lock
+
+    def _try(self, slot: int) -> bool:
+        fd = self._fds.get(slot)
+        if fd is None:
+            fd = os.open(self.lock_dir / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._fds[slot] = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _acquire(self) -> int | None:
+        with self._mutex:
+            start = random.randrange(self.slots)
+            for i in range(self.slots):
+                slot = (start + i) % self.slots
+                if slot not in self._busy and self._try(slot):
+                    self._busy.add(slot)
+                    return slot
+        return None
+
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[int]:
+        """A uid no other live run holds; released when the block ends."""
+        delay = 0.002
+        while (slot := self._acquire()) is None:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        try:
+            yield self.base + slot
+        finally:
+            with self._mutex:
+                fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
+                self._busy.discard(slot)
+
+    def close(self) -> None:
+        """Close the kept lock files (no lease may be live)."""
+        with self._mutex:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+
+def processes_of(uid: int, *, zombies: bool = True) -> list[int]:
+    """Pids of processes owned by host ``uid`` (a /proc scan: about a millisecond).
+
+    Zombies are dead (they hold no memory, run nothing) but still count against RLIMIT_NPROC until
+    reaped.  bwrap's monitor exits as soon as the program does, so the PID namespace's init is
+    reparented to the host's pid 1 and reaped whenever that gets to it; ``zombies=False`` skips them.
+    """
+    pids = []
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if not zombies:
+                    with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                        if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                            continue
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            pids.append(int(entry.name))
+    return pids
+
+
+def _peak_rss_of(pids: list[int]) -> int:
+    """Largest VmHWM (peak resident set) among ``pids``, in bytes; read just before a kill."""
+    peak = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                        break
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return peak
+
+
+def _require_tool(name: str) -> str:
+    path = shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
+    if not path:
+        package = "bubblewrap" if name == "bwrap" else "util-linux"
+        raise SandboxUnavailable(
+            f"{name} is not installed (Debian package {package}; scripts/sysdeps.sh installs it)",
+            setting="SCICODEPILE_SANDBOX_BACKEND",
+        )
+    return path
+
+
+class BwrapSandbox(Sandbox):
+    """Runs each program in a fresh bubblewrap sandbox (see the module docstring for the layout)."""
+
+    name = "bwrap"
+
+    def __init__(self, settings: Settings, limits: Limits | None = None) -> None:
+        super().__init__(settings, limits)
+        if os.geteuid() != 0:
+            # Without root we cannot switch to a leased uid; the caller's own uid would be the sandbox's.
+            raise SandboxUnavailable(
+                "the bwrap backend must be started as root (it drops to a leased unprivileged uid)",
+                setting="SCICODEPILE_SANDBOX_BACKEND",
+            )
+        self.bwrap = _require_tool("bwrap")
+        self.setpriv = _require_tool("setpriv")
+        self.prlimit = _require_tool("prlimit")
+        self.python = sandbox_python(settings)
+        self.env_dir = self.python.parent.parent
+        self.uids = UidPool(settings.sandbox_uid_base, settings.sandbox_uid_slots)
+        self._checked = False
+        self._check_lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------ command line
+    def _argv(self, uid: int, files: dict[str, int], timeout: float, program: Program) -> list[str]:
+        lim = self.limits
+        cpu = math.ceil(timeout) + 1
+        env_dir = str(self.env_dir)
+        argv = [
+            self.prlimit,
+            f"--as={lim.memory_mb * _MiB}",
+            f"--nproc={lim.max_processes}",
+            f"--nofile={lim.open_files}",
+            f"--fsize={lim.file_size_mb * _MiB}",
+            f"--cpu={cpu}:{cpu + 1}",
+            "--core=0",
+            "--memlock=0",
+            "--",
+            self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+            self.bwrap,
+            "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+            "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr",
+            "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+            "--ro-bind", env_dir, env_dir,
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(lim.tmp_mb * _MiB), "--tmpfs", "/tmp",
+            "--size", str(min(lim.tmp_mb, 16) * _MiB), "--tmpfs", "/dev/shm",
+            "--dir", SANDBOX_DIR,
+        ]  # fmt: skip
+        for name, fd in files.items():
+            argv += ["--ro-bind-data", str(fd), f"{SANDBOX_DIR}/{name}"]
+        argv += [
+            "--remount-ro", "/dev", "--remount-ro", "/",
+            "--chdir", "/tmp", "--clearenv",
+            "--setenv", "PATH", f"{env_dir}/bin:/usr/bin:/bin",
+            "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
+            "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "MPLBACKEND", "Agg",
+            "--",
+            # -E -s: no PYTHON* variables, no user site; not -I, which would drop /sandbox from sys.path.
+            str(self.python), "-E", "-s", "-B", f"{SANDBOX_DIR}/{program.name}", *program.argv,
+        ]  # fmt: skip
+        return argv
+
+    # ------------------------------------------------------------------------------------ running
+    def run(self, program: Program, *, timeout: float | None = None) -> RunResult:
+        """Run ``program`` in a fresh sandbox; see :class:`~scicodepile.sandbox.base.Outcome`."""
+        seconds = self.check_timeout(timeout)
+        self._self_check()
+        return self._run(program, seconds)
+
+    def _self_check(self) -> None:
+        """Once per instance: prove the sandbox starts and sees its interpreter, or fail loudly."""
+        if self._checked:
+            return
+        with self._check_lock:
+            if self._checked:
+                return
+            nonce = os.urandom(8).hex()
+            probe = Program(source=f"import sys\nprint('{nonce}', sys.prefix)\n", key="self-check")
+            result = self._run(probe, 30.0)
+            if result.exit_code != 0 or nonce not in result.stdout:
+                raise SandboxUnavailable(
+                    "the bwrap sandbox cannot start its interpreter "
+                    f"({self.python}): exit {result.exit_code}: {result.output_tail[-500:]!r}",
+                    setting="SCICODEPILE_SANDBOX_PYTHON_ENV",
+                )
+            self._checked = True
+
+    def _run(self, program: Program, timeout: float) -> RunResult:
+        lim = self.limits
+        fds: dict[str, int] = {}
+        try:
+            for name, data in program.payload().items():
+                fd = os.memfd_create(f"sandbox-{name}", os.MFD_CLOEXEC)
+                fds[name] = fd
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.lseek(fd, 0, os.SEEK_SET)
+            with self.uids.lease() as uid:
+                return self._launch(program, uid, fds, timeout, lim)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def _launch(
+        self, program: Program, uid: int, fds: dict[str, int], timeout: float, lim: Limits
+    ) -> RunResult:
+        argv = self._argv(uid, fds, timeout, program)
+        out, err = TailBuffer(lim.tail_bytes), TailBuffer(lim.tail_bytes)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+            pass_fds=tuple(fds.values()),
+            start_new_session=True,
+        )
+        deadline = start + timeout
+        kill_reason: KillReason | None = None
+        timed_out = False
+        peak_before_kill = 0
+        pidfd = os.pidfd_open(proc.pid)
+        sel = selectors.DefaultSelector()
+        try:
+            streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
+            for fd in streams:
+                os.set_blocking(fd, False)
+                sel.register(fd, selectors.EVENT_READ)
+            sel.register(pidfd, selectors.EVENT_READ)
+            exited_at: float | None = None
+            killed = False
+            while streams or exited_at is None:
+                now = time.monotonic()
+                if exited_at is None:
+                    wait = deadline - now
+                else:
+                    wait = exited_at + _GRACE_AFTER_EXIT_S - now
+                if wait <= 0:
+                    if exited_at is None and not killed:
+                        timed_out = True
+                        pids = processes_of(uid)
+                        peak_before_kill = _peak_rss_of(pids)
+                        # bwrap's monitor and init count too: a full table means a fork bomb.
+                        if len(pids) >= lim.max_processes - 1:
+                            kill_reason = KillReason.PROCESSES
+                        self._kill(proc)
+                        killed = True
+                        deadline = time.monotonic() + _GRACE_AFTER_EXIT_S
+                        continue
+                    break  # exited (or killed) and the pipes are still open after the grace: stop reading
+                for key, _ in sel.select(wait):
+                    fd = key.fd
+                    if fd == pidfd:
+                        sel.unregister(pidfd)
+                        exited_at = time.monotonic()
+                        continue
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        sel.unregister(fd)
+                        del streams[fd]
+                        continue
+                    streams[fd].write(chunk)
+                    if out.total + err.total > lim.max_output_bytes and not killed:
+                        kill_reason = KillReason.OUTPUT
+                        peak_before_kill = _peak_rss_of(processes_of(uid))
+                        self._kill(proc)
+                        killed = True
+                        for other in list(streams):  # stop reading: the flood is what we kill for
+                            sel.unregister(other)
+                            del streams[other]
+            _, status, usage = os.wait4(proc.pid, 0)
+            duration = time.monotonic() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        finally:
+            sel.close()
+            os.close(pidfd)
+            if proc.returncode is None:
+                self._kill(proc)
+                proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream:
+                    stream.close()
+            self._reap_survivors(uid)
+        peak = max(usage.ru_maxrss * 1024, peak_before_kill)
+        return self._result(program, proc.returncode, timed_out, kill_reason, duration, peak, out, err)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        """SIGKILL the launch's process group: bwrap's monitor and the PID namespace's init with it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    @staticmethod
+    def _reap_survivors(uid: int) -> None:
+        """Make sure no process of the leased uid outlives the run before the uid is handed on.
+
+        Right after bwrap's monitor exits, the namespace's init may still be exiting: SIGKILL whatever
+        still runs (harmless to a dying process) and wait on its pidfd until it has exited.
+        """
+        deadline = time.monotonic() + 5.0
+        while pids := processes_of(uid, zombies=False):
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    pidfd = os.pidfd_open(pid)
+                except (ProcessLookupError, PermissionError):
+                    continue
+                try:
+                    select.select([pidfd], [], [], max(0.0, deadline - time.monotonic()))
+                finally:
+                    os.close(pidfd)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"sandbox processes of uid {uid} survived SIGKILL: {pids[:10]}")
+
+    def _result(
+        self,
+        program: Program,
+        returncode: int,
+        timed_out: bool,
+        kill_reason: KillReason | None,
+        duration: float,
+        peak: int,
+        out: TailBuffer,
+        err: TailBuffer,
+    ) -> RunResult:
+        stderr = err.text()
+        exit_code: int | None = returncode
+        sig: int | None = None
+        if returncode < 0:  # we killed bwrap itself
+            exit_code, sig = None, -returncode
+        elif returncode > 128:  # bwrap reports a program killed by signal N as 128 + N
+            sig = returncode - 128
+        if kill_reason is not None:
+            outcome = Outcome.KILLED
+            message = {
+                KillReason.OUTPUT: f"output over {self.limits.max_output_bytes} bytes",
+                KillReason.PROCESSES: f"process limit ({self.limits.max_processes}) reached, then timed out",
+            }.get(kill_reason, kill_reason.value)
+        elif timed_out:
+            outcome, message = Outcome.TIMEOUT, "wall-clock timeout"
+        else:
+            outcome, kill_reason, message = classify(returncode if sig is None else 128 + sig, sig, stderr)
+        return RunResult(
+            outcome=outcome,
+            kill_reason=kill_reason,
+            exit_code=exit_code,
+            signal=sig,
+            duration_s=duration,
+            peak_memory_bytes=peak or None,
+            stdout=out.text(),
+            stderr=stderr,
+            output_bytes=out.total + err.total,
+            truncated=out.truncated or err.truncated,
+            backend=self.name,
+            message=message,
+            key=program.key,
+        )
