@@ -93,6 +93,35 @@ class Settings(BaseSettings):
 
     # -- sandbox (issue: sandbox) ---------------------------------------------------------------
     # (fields of the sandbox go here)
+    sandbox_backend: Literal["bwrap", "docker"] = Field(
+        default="bwrap", description="bwrap (bubblewrap, the default) or docker (needs a Docker engine)."
+    )
+    sandbox_env_root: Path = Field(
+        default=Path("/opt/scicodepile"),
+        description="Where scripts/sandbox-env.sh builds sandbox-venv-<hash>: world-readable, outside /root.",
+    )
+    sandbox_python_env: Path | None = Field(
+        default=None, description="The sandbox's venv; empty means sandbox_env_root/sandbox-venv-<hash>."
+    )
+    sandbox_timeout_s: float = Field(default=10.0, gt=0, le=3600, description="Default wall-clock limit.")
+    sandbox_memory_mb: int = Field(default=2048, ge=64, description="Address-space limit (RLIMIT_AS).")
+    sandbox_max_processes: int = Field(default=64, ge=4, description="Processes and threads (RLIMIT_NPROC).")
+    sandbox_tmp_mb: int = Field(default=64, ge=1, description="Size of the private writable /tmp.")
+    sandbox_file_size_mb: int = Field(default=32, ge=1, description="Largest file written (RLIMIT_FSIZE).")
+    sandbox_open_files: int = Field(default=256, ge=16, description="Open descriptors (RLIMIT_NOFILE).")
+    sandbox_max_output_bytes: int = Field(
+        default=4 << 20, ge=1024, description="stdout+stderr bytes after which the run is killed (flood)."
+    )
+    sandbox_tail_bytes: int = Field(default=16384, ge=256, description="Bytes of each stream kept.")
+    sandbox_workers: int = Field(default=0, ge=0, description="Batch workers; 0 means one per CPU core.")
+    sandbox_uid_base: int = Field(
+        default=3_000_000, ge=1000, description="First host uid leased to sandboxes (one uid per live run)."
+    )
+    sandbox_uid_slots: int = Field(default=256, ge=1, le=65536)
+    sandbox_docker_image: str = Field(
+        default="scicodepile/sandbox:py3.11",
+        description="Image for the docker backend: Python 3.11 with include/data/sandbox-requirements.txt.",
+    )
 
     # -- crawl and sources (issue: crawl) -------------------------------------------------------
     github_token: SecretStr = SecretStr("")
