@@ -236,22 +236,30 @@ def extract_archive(
 
 
 def _strip_common_folder(result: ExtractionResult) -> None:
-    """GitHub tarballs and sdists wrap everything in one folder: make paths relative to it."""
-    names = result.files + [name for name, _, _ in result.rejected]
-    heads = {n.split("/", 1)[0] if "/" in n else "" for n in names}
+    """GitHub tarballs and sdists wrap everything in one folder: make paths relative to it.
+
+    Only safe names count (a hostile '/etc/x' member does not prevent stripping); rejected members
+    whose names were unsafe keep their original name in ``rejected``.
+    """
+    safe_rejected = [n for n, _, _ in result.rejected if check_member_name(n)[1] is None and n.split("/")[0]]
+    heads = {n.split("/", 1)[0] if "/" in n else "" for n in result.files + safe_rejected}
     if len(heads) != 1 or "" in heads or not result.files:
         return
     head = heads.pop()
     if not (result.root / head).is_dir() or (result.root / head).is_symlink():
         return
-    result.prefix = head + "/"
+    prefix = head + "/"
+    result.prefix = prefix
     result.root = result.root / head
-    result.files = [f[len(result.prefix) :] for f in result.files]
-    result.rejected = [(n[len(result.prefix) :], r, d) for n, r, d in result.rejected]
+    result.files = [f.removeprefix(prefix) for f in result.files]
+    result.rejected = [
+        (n.removeprefix(prefix) if n in safe_rejected else n, r, d) for n, r, d in result.rejected
+    ]
 
 
-def _extract_member(member: _Member, dest: Path, limits: ExtractionLimits, result: ExtractionResult,
-                    open_member: object) -> None:
+def _extract_member(
+    member: _Member, dest: Path, limits: ExtractionLimits, result: ExtractionResult, open_member: object
+) -> None:
     rel, reason = check_member_name(member.name)
     if rel is None:
         result.reject(member.name, reason or "path_traversal", "unsafe member name")
