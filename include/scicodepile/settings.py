@@ -129,7 +129,33 @@ class Settings(BaseSettings):
     # (other crawl fields go here)
 
     # -- curate (issue: curate) -----------------------------------------------------------------
-    # (curate fields go here)
+    curate_min_stars: int = Field(
+        default=10, ge=0, description="Repositories below this many stars are rejected; unknown skips."
+    )
+    curate_languages: str = Field(
+        default="Python,C,C++,Fortran,Julia,R,MATLAB,Rust,Cython,CUDA",
+        description="Comma-separated target languages (names from include/data/languages.json).",
+    )
+    curate_min_code_share: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="Below this share of code bytes a repo is docs-only."
+    )
+    curate_license_policy: Literal["permissive", "permissive+copyleft", "any"] = "permissive"
+    curate_optout_file: Path = Field(
+        default=DATA_DIR / "optout.txt",
+        description="Repositories ('owner/name') and owners ('owner' or 'owner/*') removed on every run.",
+    )
+    curate_max_archive_bytes: int = Field(default=512 * 1024 * 1024, ge=1)
+    curate_max_archive_files: int = Field(default=50_000, ge=1)
+    curate_max_compression_ratio: float = Field(default=200.0, ge=1.0)
+    curate_max_file_bytes: int = Field(default=1_000_000, ge=1, description="Per-file size cap.")
+    curate_max_line_length: int = Field(default=1000, ge=1)
+    curate_max_mean_line_length: float = Field(default=100.0, gt=0)
+    curate_min_alnum_fraction: float = Field(default=0.25, ge=0.0, le=1.0)
+    curate_readme_max_chars: int = Field(default=12_000, ge=100)
+    curate_redact: bool = True
+    curate_max_duplicate_ratio: float = Field(
+        default=0.9, ge=0.0, le=1.0, description="Quality gate: share of files removed as duplicates."
+    )
 
     # -- dedup (issue: curate/dedup) ------------------------------------------------------------
     # (dedup fields go here)
