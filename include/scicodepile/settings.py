@@ -126,7 +126,31 @@ class Settings(BaseSettings):
     # -- crawl and sources (issue: crawl) -------------------------------------------------------
     github_token: SecretStr = SecretStr("")
     github_api_url: str = "https://api.github.com"
-    # (other crawl fields go here)
+    github_min_stars: int = Field(default=10, ge=0, description="search qualifier stars:>=N")
+    github_include_forks: bool = Field(default=False, description="false adds the qualifier fork:false")
+    github_per_page: int = Field(default=100, ge=1, le=100)
+    github_result_cap: int = Field(default=1000, ge=1, description="GitHub returns at most this many")
+    github_max_retries: int = Field(default=8, ge=0, description="per request: 5xx, secondary limits")
+    github_backoff_s: float = Field(default=1.0, ge=0, description="base of exponential 5xx backoff")
+    github_rate_margin_s: float = Field(
+        default=1.0, ge=0, description="extra wait after X-RateLimit-Reset (clock skew between us and GitHub)"
+    )
+    github_secondary_wait_s: float = Field(
+        default=60.0, ge=0, description="wait after a secondary limit without Retry-After (GitHub: >= 60 s)"
+    )
+    github_timeout_s: float = Field(default=30.0, gt=0)
+    github_graphql_batch: int = Field(default=40, ge=1, le=100, description="repositories per GraphQL query")
+    crawl_since: str = Field(default="2008-01-01", description="start of the full crawl's created: window")
+    crawl_max_queries: int = Field(default=250, ge=1, description="cap on expanded search queries")
+    crawl_split_fill: float = Field(
+        default=0.85, gt=0.1, le=1.0, description="target share of the result cap per split sub-window"
+    )
+    crawl_vocabulary: Path = Field(default=DATA_DIR / "seed_vocabulary.json")
+    crawl_synonyms: Path = Field(default=DATA_DIR / "synonyms.json")
+    sample_manifest: Path = Field(
+        default=DATA_DIR / "sample_manifest.txt", description="one name==version a line, # comments"
+    )
+    sample_pip_timeout_s: float = Field(default=300.0, gt=0)
 
     # -- curate (issue: curate) -----------------------------------------------------------------
     curate_min_stars: int = Field(
@@ -158,7 +182,16 @@ class Settings(BaseSettings):
     )
 
     # -- dedup (issue: curate/dedup) ------------------------------------------------------------
-    # (dedup fields go here)
+    # MinHash LSH near-dedup, The Stack v2 defaults; validated together by curate.dedup.MinhashConfig.
+    dedup_ngram: int = Field(default=5, ge=1, description="Tokens per shingle.")
+    dedup_num_perm: int = Field(default=250, ge=1, description="MinHash permutations (= bands * rows).")
+    dedup_bands: int = Field(default=25, ge=1, description="LSH bands.")
+    dedup_rows: int = Field(default=10, ge=1, description="MinHash values per band.")
+    dedup_threshold: float = Field(default=0.7, gt=0, lt=1, description="Target Jaccard similarity.")
+    dedup_seed: int = Field(default=1, ge=0, description="Seed of the hash functions (same on all workers).")
+    dedup_memory_budget_mb: int = Field(
+        default=512, ge=1, description="Working memory of the LSH index per band partition (MiB)."
+    )
 
     # -- orchestration (issue: orchestration) -------------------------------------------------
     # (orchestration fields go here)
