@@ -57,6 +57,7 @@ class Endpoint:
     cap: int
     limit: float
     active: int = 0
+    failures: int = 0
     down_until: float = 0.0
     model_id: str | None = None
     info: dict[str, Any] | None = None
@@ -156,6 +157,9 @@ class Transport:
             info = response.json()
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("cannot read %s/info (%s); using llm_max_concurrency=%d", ep.url, exc, ep.cap)
+            if isinstance(exc, httpx.ConnectError):
+                with self._cond:
+                    self._mark_down(ep)
             return
         ep.info = info if isinstance(info, dict) else None
         if not ep.info:
@@ -189,33 +193,43 @@ class Transport:
 
     # -- slots ----------------------------------------------------------------------------
     def _acquire(self, deadline: float) -> Endpoint | None:
-        """Take a slot on the endpoint with most room (skipping ones that just failed)."""
+        """Take a slot on the reachable endpoint with most room; wait while every slot is taken.
+
+        Endpoints that refused a connection recently are skipped while any other is reachable.
+        """
         with self._cond:
             while True:
                 now = time.monotonic()
-                ready = [ep for ep in self.endpoints if ep.free() >= 1]
+                up = [ep for ep in self.endpoints if ep.down_until <= now] or self.endpoints
+                ready = [ep for ep in up if ep.free() >= 1]
                 if ready:
-                    up = [ep for ep in ready if ep.down_until <= now] or ready
-                    ep = max(up, key=lambda e: (e.down_until <= now, e.free() / max(e.limit, 1)))
+                    ep = max(ready, key=lambda e: e.free() / max(e.limit, 1.0))
                     ep.active += 1
                     return ep
                 remaining = deadline - now
                 if remaining <= 0:
                     return None
-                self._cond.wait(timeout=remaining)
+                wake = [ep.down_until - now for ep in self.endpoints if ep.down_until > now]
+                self._cond.wait(timeout=min([remaining, *wake]))
 
     def _release(self, ep: Endpoint, outcome: str) -> None:
         with self._cond:
             ep.active -= 1
             if outcome == "ok":
+                ep.failures = 0
                 ep.down_until = 0.0
                 if ep.limit < ep.cap:
                     ep.limit = min(float(ep.cap), ep.limit + 1.0 / max(ep.limit, 1.0))
             elif outcome == "overloaded":
                 ep.limit = max(1.0, ep.limit / 2)
             elif outcome == "down":
-                ep.down_until = time.monotonic() + self.backoff_base
+                self._mark_down(ep)
             self._cond.notify_all()
+
+    def _mark_down(self, ep: Endpoint) -> None:
+        """Avoid an endpoint that refused a connection for 1, 2, 4 ... 60 s (while others are up)."""
+        ep.failures += 1
+        ep.down_until = time.monotonic() + min(60.0, 2.0 ** (ep.failures - 1))
 
     # -- the call ---------------------------------------------------------------------------
     def post(self, body: dict[str, Any], deadline: float) -> Completion:
@@ -269,13 +283,15 @@ class Transport:
                 else:
                     raise LLMRequestRejected(status, _error_text(response))
             except httpx.TimeoutException as exc:
-                last = f"{ep.url}: timeout ({type(exc).__name__})"
+                if remaining < self.request_timeout:  # cut short by the call's deadline, not the server
+                    last = f"the call's deadline passed during a request; before that: {last}"
+                else:
+                    last = f"{ep.url}: timeout ({type(exc).__name__})"
             except httpx.ConnectError as exc:
                 outcome = "down"
                 connect_failures += 1
                 last = f"{ep.url}: cannot connect ({exc})"
             except httpx.TransportError as exc:  # dropped connection, reset, protocol error
-                outcome = "down"
                 last = f"{ep.url}: connection dropped ({type(exc).__name__}: {exc})"
             finally:
                 self._release(ep, outcome)
