@@ -93,7 +93,7 @@ def corpus_report(settings: Settings) -> CorpusReport:
             for stage, status in _json_dict(raw).items():
                 stage_status[(str(stage), str(status))] += n
         for (stage, status), n in sorted(stage_status.items()):
-            report.stages.append(StageCount(stage, f"repositories {status}", n, "stage status"))
+            report.stages.append(StageCount(stage, f"stage status {status}", n, "repositories"))
         report.stages.append(
             StageCount("curate", "snapshots", s.scalar(select(func.count(Snapshot.id))) or 0)
         )

@@ -272,11 +272,19 @@ def start_cluster(
     broker_url: str | None,
     app_env: dict[str, str],
     components: tuple[str, ...] = ("api-server", "scheduler", "dag-processor", "worker"),
+    executor: str = "CeleryExecutor",
 ) -> AirflowCluster:
     """Migrate the metadata database, create the pools, start the components, wait for the API."""
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = airflow_env(home, metadata_url=metadata_url, api_port=port, broker_url=broker_url, app_env=app_env)
+    env = airflow_env(
+        home,
+        metadata_url=metadata_url,
+        api_port=port,
+        broker_url=broker_url,
+        app_env=app_env,
+        executor=executor,
+    )
     cluster = AirflowCluster(home=home, env=env, api_port=port)
     try:
         cluster.cli("db", "migrate", timeout=600)
