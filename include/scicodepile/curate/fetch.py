@@ -76,6 +76,7 @@ class ExtractionResult:
     files: list[str] = field(default_factory=list)
     rejected: list[tuple[str, str, str]] = field(default_factory=list)  # (member name, reason, detail)
     total_bytes: int = 0
+    declared_bytes: int = 0
     archive_bytes: int = 0
     prefix: str = ""
 
@@ -277,21 +278,23 @@ def _extract_member(
     if member.kind == "special":
         result.reject(rel, "special_file", "device, FIFO or socket")
         return
-    # regular file: caps first, before any byte is written
+    # regular file: caps first, before any byte is written.  The ratio counts every regular member's
+    # declared size (skipped ones too): a bomb is a bomb even when each member is skipped.
     if len(result.files) + 1 > limits.max_files:
         raise ArchiveRejected("too_many_files", f"more than {limits.max_files} files")
+    result.declared_bytes += member.size
+    ratio = result.declared_bytes / result.archive_bytes if result.archive_bytes else 0.0
+    if result.declared_bytes > RATIO_FLOOR_BYTES and ratio > limits.max_ratio:
+        raise ArchiveRejected(
+            "compression_ratio",
+            f"{result.declared_bytes} bytes declared by a {result.archive_bytes}-byte archive "
+            f"(> {limits.max_ratio:g}x)",
+        )
     if member.size > limits.max_file_bytes:
         result.reject(rel, "file_too_large", f"{member.size} bytes > {limits.max_file_bytes}")
         return
     if result.total_bytes + member.size > limits.max_total_bytes:
         raise ArchiveRejected("archive_too_large", f"more than {limits.max_total_bytes} bytes unpacked")
-    projected = result.total_bytes + member.size
-    ratio = projected / result.archive_bytes if result.archive_bytes else 0.0
-    if projected > RATIO_FLOOR_BYTES and ratio > limits.max_ratio:
-        raise ArchiveRejected(
-            "compression_ratio",
-            f"{projected} bytes from a {result.archive_bytes}-byte archive (> {limits.max_ratio:g}x)",
-        )
     try:
         parent = _safe_parent(dest, rel)
         target = parent / rel.rsplit("/", 1)[-1]
