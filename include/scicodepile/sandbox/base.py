@@ -267,9 +267,11 @@ _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<detail>.*))?$")
 
 def last_exception(stderr: str) -> tuple[str, str] | None:
     """``(exception name, message)`` of the traceback that ends ``stderr``, if it ends with one."""
-    if "Traceback (most recent call last)" not in stderr:
-        return None
     lines = [line for line in stderr.rstrip().splitlines() if line.strip()]
+    if "Traceback (most recent call last)" not in stderr:
+        # A program that does not compile gets no "Traceback" header, only File/caret lines.
+        if not lines or not re.match(r"^(SyntaxError|IndentationError|TabError)\b", lines[-1]):
+            return None
     for line in reversed(lines[-20:]):
         if line.startswith((" ", "\t")):
             continue

@@ -158,6 +158,24 @@ def _peak_rss_of(pids: list[int]) -> int:
     return peak
 
 
+def _become_subreaper() -> None:
+    """Make this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER).
+
+    bwrap's monitor exits as soon as the program does, orphaning the PID namespace's init.  As subreaper
+    we adopt and reap that init ourselves: its rusage then carries the program's true peak memory
+    (ru_maxrss of bwrap's monitor only shows the image it was forked from), and no zombie of a leased uid
+    lingers, counting against the next run's RLIMIT_NPROC, until the host's pid 1 gets to it.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # 36 = PR_SET_CHILD_SUBREAPER
+        raise SandboxUnavailable(
+            f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}",
+            setting="SCICODEPILE_SANDBOX_BACKEND",
+        )
+
+
 def _require_tool(name: str) -> str:
     path = shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
     if not path:
@@ -188,6 +206,7 @@ class BwrapSandbox(Sandbox):
         self.python = sandbox_python(settings)
         self.env_dir = self.python.parent.parent
         self.uids = UidPool(settings.sandbox_uid_base, settings.sandbox_uid_slots)
+        _become_subreaper()
         self._checked = False
         self._check_lock = threading.Lock()
 
@@ -279,7 +298,9 @@ class BwrapSandbox(Sandbox):
     def _launch(
         self, program: Program, uid: int, fds: dict[str, int], timeout: float, lim: Limits
     ) -> RunResult:
+        info_read, info_write = os.pipe2(os.O_CLOEXEC)
         argv = self._argv(uid, fds, timeout, program)
+        argv[argv.index(self.bwrap) + 1 : argv.index(self.bwrap) + 1] = ["--info-fd", str(info_write)]
         out, err = TailBuffer(lim.tail_bytes), TailBuffer(lim.tail_bytes)
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -288,9 +309,10 @@ class BwrapSandbox(Sandbox):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={},
-            pass_fds=tuple(fds.values()),
+            pass_fds=(*fds.values(), info_write),
             start_new_session=True,
         )
+        os.close(info_write)
         deadline = start + timeout
         kill_reason: KillReason | None = None
         timed_out = False
@@ -350,9 +372,11 @@ class BwrapSandbox(Sandbox):
             _, status, usage = os.wait4(proc.pid, 0)
             duration = time.monotonic() - start
             proc.returncode = os.waitstatus_to_exitcode(status)
+            init_usage = self._reap_init(info_read)
         finally:
             sel.close()
             os.close(pidfd)
+            os.close(info_read)
             if proc.returncode is None:
                 self._kill(proc)
                 proc.wait()
@@ -360,8 +384,29 @@ class BwrapSandbox(Sandbox):
                 if stream:
                     stream.close()
             self._reap_survivors(uid)
-        peak = max(usage.ru_maxrss * 1024, peak_before_kill)
+        # The monitor's own ru_maxrss is the image it was forked from (this process): not the program's.
+        del usage
+        peak = max(init_usage.ru_maxrss * 1024 if init_usage else 0, peak_before_kill)
         return self._result(program, proc.returncode, timed_out, kill_reason, duration, peak, out, err)
+
+    @staticmethod
+    def _reap_init(info_read: int) -> os.struct_rusage | None:  # type: ignore[name-defined]
+        """Wait for the PID namespace's init (adopted by us as subreaper); its rusage covers the program."""
+        import json
+
+        os.set_blocking(info_read, False)
+        try:
+            info = json.loads(os.read(info_read, 4096) or b"{}")
+        except (BlockingIOError, ValueError):
+            return None
+        pid = info.get("child-pid")
+        if not isinstance(pid, int):
+            return None
+        try:
+            _, _, usage = os.wait4(pid, 0)
+        except ChildProcessError:  # not adopted (bwrap setup failed before the fork)
+            return None
+        return usage
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
