@@ -57,16 +57,12 @@ def test_cpu_limit_kills_a_spinner_that_ignores_the_wall_clock(sandbox: BwrapSan
 
 
 def test_files_argv_and_tmp(sandbox: BwrapSandbox) -> None:
+    # Extra files sit beside the program in /sandbox (importable); the working directory is /tmp.
     program = Program(
-        source="import sys, helper, os\nprint(helper.VALUE, sys.argv[1:], os.getcwd(), open('data.txt').read())",
+        source="import sys, helper, os\n"
+        "print(helper.VALUE, sys.argv[1:], os.getcwd(), open('/sandbox/data.txt').read())",
         files={"helper.py": "VALUE = 41 + 1\n", "data.txt": b"payload"},
         argv=["--flag", "x"],
-    )
-    # data.txt is beside the program in /sandbox; the working directory is /tmp, so read it by path.
-    program = Program(
-        source=program.source.replace("open('data.txt')", "open('/sandbox/data.txt')"),
-        files=program.files,
-        argv=program.argv,
     )
     result = sandbox.run(program, timeout=20)
     assert result.outcome is Outcome.PASS, result.stderr
@@ -118,7 +114,7 @@ def test_batch_uses_both_workers(sandbox: BwrapSandbox) -> None:
     source = "import time\nprint('start', flush=True)\ntime.sleep(1.5)\nprint('end')"
     seen = []
 
-    def on_result(index: int, result) -> None:  # noqa: ANN001
+    def on_result(index: int, result: object) -> None:
         seen.append(index)
 
     from scicodepile.sandbox.batch import run_batch
@@ -153,7 +149,7 @@ def test_hidden_interpreter_fails_loudly(tmp_path: Path) -> None:
 
 
 def test_missing_environment_names_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(SandboxUnavailable, match="sandbox-env.sh"):
+    with pytest.raises(SandboxUnavailable, match=r"sandbox-env\.sh"):
         BwrapSandbox(load_settings(sandbox_python_env=tmp_path / "nope"))
 
 
