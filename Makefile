@@ -21,13 +21,17 @@ venv: $(STAMP)
 sysdeps:
 	@bash scripts/sysdeps.sh
 
-test: venv sysdeps
+# The sandbox's own interpreter environment (pinned scientific stack), built once per pin set.
+sandbox-env: sysdeps
+	@bash scripts/sandbox-env.sh >/dev/null
+
+test: venv sysdeps sandbox-env
 	$(PY) -m pytest
 
 test-fast: venv
 	$(PY) -m pytest -m "not e2e and not slow"
 
-demo: venv sysdeps
+demo: venv sysdeps sandbox-env
 	bash scripts/demo.sh
 
 bench: venv sysdeps
