@@ -8,7 +8,8 @@ cap becomes ``split`` and gets child partitions (recursively).  Bad answers (422
 exhausted retries) fail only their partition, with the reason recorded; the crawl goes on.
 
 ``ctx.params``: ``window_start``/``window_end`` (ISO datetimes) crawl only repositories pushed in that
-data interval (scheduled incremental runs and backfills); ``only_failed`` retries failed partitions only.
+data interval (scheduled incremental runs and backfills).  Failed partitions stay failed on a plain
+rerun; ``only_failed`` sets them pending again so they are retried (finished ones are never refetched).
 Sample and local sources: one partition per shard of their entries.
 """
 
@@ -149,13 +150,11 @@ def plan_crawl(ctx: RunContext) -> list[dict[str, Any]]:
             if root is None:
                 continue
             tree = _subtree(rows, root.id)
-            if only_failed:
-                failed = [r for r in tree if r.status == "failed"]
-                for r in failed:
-                    r.status = "pending"
-                if not failed:
-                    continue
-            elif not any(r.status in ("pending", "running") for r in tree):
+            if only_failed:  # failed partitions become pending again (a rerun of this plan still sees them)
+                for r in tree:
+                    if r.status == "failed":
+                        r.status = "pending"
+            if not any(r.status in ("pending", "running") for r in tree):
                 continue
             refs.append(
                 {
