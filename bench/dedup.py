@@ -5,7 +5,8 @@ sampled with a fixed seed), exact duplicates removed first with ``content_sha256
 stage does), plus planted near-duplicates: mutated copies of 15 % of the files (lines deleted,
 duplicated, identifiers renamed, comments inserted).  70 % of the copies are light edits (0.5-5 % of
 lines: a fork, a vendored copy, a version bump); 30 % are heavy (5-30 %), so some copies sit near or
-below the 0.7 threshold on purpose.  Both sides read the same JSONL file in the same run.
+below the 0.7 threshold on purpose.  Knobs: ``BENCH_DEDUP_FILES`` (5000), ``BENCH_DEDUP_PLANT_SHARE``
+(0.15), ``BENCH_DEDUP_HEAVY_SHARE`` (0.3).  Both sides read the same JSONL file in the same run.
 
 ours: ``write_signature_shard`` (4 shards) -> ``find_duplicate_clusters`` -> ``select_keepers`` ->
 a filter pass writing the kept documents as JSONL; one process, one core.
@@ -47,6 +48,7 @@ from _common import ROOT, emit
 
 N_FILES = int(os.environ.get("BENCH_DEDUP_FILES", "5000"))
 PLANT_SHARE = float(os.environ.get("BENCH_DEDUP_PLANT_SHARE", "0.15"))
+HEAVY_SHARE = float(os.environ.get("BENCH_DEDUP_HEAVY_SHARE", "0.3"))
 MAX_BYTES = 64 * 1024
 SEED = 7
 PEER_VENV = ROOT / "bench" / ".venv-datatrove"
@@ -107,7 +109,7 @@ def build_corpus(path: Path) -> dict[str, int]:
     for original in rng.sample(range(len(texts)), int(len(texts) * PLANT_SHARE)):
         for _ in range(rng.choice((1, 1, 2))):
             # most copies are light edits (a fork, a vendored copy, a version bump), some are heavy
-            rate = rng.uniform(0.005, 0.05) if rng.random() < 0.7 else rng.uniform(0.05, 0.30)
+            rate = rng.uniform(0.005, 0.05) if rng.random() >= HEAVY_SHARE else rng.uniform(0.05, 0.30)
             copy = _mutate(texts[original], rate, rng)
             digest = content_sha256(copy)
             if digest in seen:
