@@ -19,7 +19,6 @@ none), ``secondary`` (injected secondary limits), ``count_search_ok``.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
@@ -302,7 +301,7 @@ class FakeGitHub:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for name, text in (
-                (f"README.md", f"# {repo.full_name}\n\n{repo.description}\n"),
+                ("README.md", f"# {repo.full_name}\n\n{repo.description}\n"),
                 ("src/model.py", f"def solve(x):\n    return x * {repo.id % 97}\n"),
             ):
                 data = text.encode()
@@ -360,7 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake.log.append({"t": time.time(), "path": path, "status": status, **extra})
 
     # ---------------------------------------------------------------------------------- routes
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         parts = urlsplit(self.path)
         authed = self._authed()
         if authed is None:
@@ -378,7 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"message": "Not Found"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
@@ -410,8 +409,8 @@ class _Handler(BaseHTTPRequestHandler):
             lim.roll(now)
             fake.core.roll(now)
             res = {
-                name: {"limit": l.limit, "remaining": l.limit - l.used, "reset": l.reset, "used": l.used}
-                for name, l in (("search", lim), ("core", fake.core))
+                name: {"limit": lm.limit, "remaining": lm.limit - lm.used, "reset": lm.reset, "used": lm.used}
+                for name, lm in (("search", lim), ("core", fake.core))
             }
         self._record("/rate_limit", 200)
         self._send(200, {"resources": res, "rate": res["core"]})
@@ -429,7 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(path, 404)
             self._send(404, {"message": "Not Found"}, headers)
             return
-        sha = hashlib.sha1(f"{repo.id}:{_iso(repo.pushed_at)}".encode()).hexdigest()  # noqa: S324
+        sha = hashlib.sha1(f"{repo.id}:{_iso(repo.pushed_at)}".encode()).hexdigest()
         kind = m.group(3)
         self._record(path, 200)
         if kind is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,7 +193,7 @@ def test_backfill_of_three_intervals_makes_disjoint_partitions(pg_settings: Sett
                 leaves = sorted(
                     (p.window_start, p.window_end) for p in parts if p.query_id == qid and p.status == "done"
                 )
-                assert all(x[1] == y[0] for x, y in zip(leaves, leaves[1:], strict=False))
+                assert all(x[1] == y[0] for x, y in itertools.pairwise(leaves))
         expected = set()
         for t in terms:
             expected |= {

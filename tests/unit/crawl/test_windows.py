@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -10,7 +11,7 @@ def _covers_exactly(parent: Window, pieces: list[Window]) -> bool:
     return (
         pieces[0].start == parent.start
         and pieces[-1].end == parent.end
-        and all(a.end == b.start for a, b in zip(pieces, pieces[1:], strict=False))
+        and all(a.end == b.start for a, b in itertools.pairwise(pieces))
     )
 
 
