@@ -99,8 +99,14 @@ def minhash_config(settings: Any) -> Any:
 
 
 def f1_slug(settings: Any) -> str:
-    """Output name of F1 for these settings: ``<minhash slug>-<hash of the curate settings>``."""
-    return f"{minhash_config(settings).slug}-{settings.slug(*CURATE_SETTINGS)}"
+    """Output name of F1 for these settings: ``<minhash slug>-<hash of the curate settings and the
+    README heuristic's version>``, so changed filters never overwrite earlier outputs."""
+    import hashlib
+
+    from scicodepile.curate.filters.readme import load_heuristic
+
+    basis = f"{settings.slug(*CURATE_SETTINGS)}:heuristic-v{load_heuristic().version}"
+    return f"{minhash_config(settings).slug}-{hashlib.sha256(basis.encode()).hexdigest()[:10]}"
 
 
 def _run_prefix(ctx: Any, what: str) -> str:

@@ -108,6 +108,7 @@ class HeuristicTable:
     version: int
     min_domain_hits: int
     min_implementation_hits: int
+    strong_implementation_hits: int
     domains: dict[str, tuple[re.Pattern[str], ...]]
     implementation: tuple[str, ...]
     negative: tuple[re.Pattern[str], ...]
@@ -125,6 +126,7 @@ def load_heuristic(path: Path = DATA_DIR / "readme_heuristic.json") -> Heuristic
         version=int(data["version"]),
         min_domain_hits=int(data["min_domain_hits"]),
         min_implementation_hits=int(data["min_implementation_hits"]),
+        strong_implementation_hits=int(data["strong_implementation_hits"]),
         domains={d: tuple(_word(k) for k in kws) for d, kws in data["domains"].items()},
         implementation=tuple(k.lower() for k in data["implementation"]),
         negative=tuple(_word(k) for k in data["negative"]),
@@ -149,12 +151,10 @@ def heuristic_check(text: str, table: HeuristicTable | None = None) -> ReadmeChe
     impl_hits = sum(1 for k in table.implementation if k in lower)
     negatives = [p.pattern for p in table.negative if p.search(lower)]
     flags = ["readme_injection_suspected"] if INJECTION.search(text) else []
-    yes = (
-        domain_hits >= table.min_domain_hits
-        and impl_hits >= table.min_implementation_hits
-        and len(negatives) * 3 < impl_hits
-        and not (negatives and domain_hits < table.min_domain_hits + 1)
+    named_domain = domain_hits >= table.min_domain_hits or (
+        domain_hits >= 1 and impl_hits >= table.strong_implementation_hits
     )
+    yes = named_domain and impl_hits >= table.min_implementation_hits and len(negatives) * 3 < impl_hits
     evidence = ""
     if best:
         first = min(per_domain[best], key=lambda m: m.start())
@@ -167,7 +167,9 @@ def heuristic_check(text: str, table: HeuristicTable | None = None) -> ReadmeChe
         prompt_version=f"heuristic-v{table.version}",
         flags=flags,
         scores={
-            "domain_hits": domain_hits, "implementation_hits": impl_hits, "negative_hits": len(negatives)
+            "domain_hits": domain_hits,
+            "implementation_hits": impl_hits,
+            "negative_hits": len(negatives),
         },
     )
 
@@ -197,15 +199,19 @@ def verify_llm_verdict(answer: ReadmeVerdict, readme: str) -> str | None:
 
 def llm_checks(client: Any, readmes: list[str]) -> list[tuple[ReadmeVerdict | None, str | None, Any]]:
     """Ask the LLM about many READMEs at once: ``(answer or None, rejection reason, LLMResult)``."""
-    results = client.structured_many("readme_check", [{"readme": r} for r in readmes], ReadmeVerdict,
-                                     max_new_tokens=256)
+    results = client.structured_many(
+        "readme_check", [{"readme": r} for r in readmes], ReadmeVerdict, max_new_tokens=256
+    )
     out = []
     for res, readme in zip(results, readmes, strict=True):
         if not res.ok or res.value is None:
             out.append((None, f"llm_invalid:{res.rejection_reason or 'no answer'}"[:120], res))
             continue
-        answer = res.value if isinstance(res.value, ReadmeVerdict) else ReadmeVerdict.model_validate(
-            res.value.model_dump())
+        answer = (
+            res.value
+            if isinstance(res.value, ReadmeVerdict)
+            else ReadmeVerdict.model_validate(res.value.model_dump())
+        )
         reason = verify_llm_verdict(answer, readme)
         out.append((None if reason else answer, reason, res))
     return out
@@ -226,15 +232,17 @@ def check_readmes(readmes: list[str], client: Any | None = None) -> list[ReadmeC
             heur.model = getattr(res, "model", None)
             checks.append(heur)
             continue
-        checks.append(ReadmeCheck(
-            verdict=answer.verdict,
-            domain=(answer.domain or None) if answer.verdict == "yes" else None,
-            evidence=answer.evidence.strip(),
-            method="llm",
-            model=res.model,
-            prompt_version=res.prompt_version,
-            flags=list(heur.flags),
-        ))
+        checks.append(
+            ReadmeCheck(
+                verdict=answer.verdict,
+                domain=(answer.domain or None) if answer.verdict == "yes" else None,
+                evidence=answer.evidence.strip(),
+                method="llm",
+                model=res.model,
+                prompt_version=res.prompt_version,
+                flags=list(heur.flags),
+            )
+        )
     return checks
 
 
