@@ -18,7 +18,8 @@ if [ ! -x "$BASE_PY" ]; then
   echo "sandbox-env: $BASE_PY is missing (install Debian's python3 and python3-venv)" >&2
   exit 1
 fi
-PYVER=$("$BASE_PY" -c 'import sys; print(sys.version.split()[0])')
+# The stamp records the base Python and this script's layout revision: a change of either rebuilds.
+PYVER="$("$BASE_PY" -c 'import sys; print(sys.version.split()[0])') layout-2"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$PYVER" ]; then
   echo "$TARGET"
   exit 0
@@ -44,7 +45,9 @@ trap 'rm -rf "$TARGET"' ERR
 # --no-deps: the requirements file is the whole closure, so nothing unpinned slips in; pip check proves it.
 "$TARGET/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$REQ" >&2
 "$TARGET/bin/python" -m pip check >&2
-"$TARGET/bin/python" -m pip uninstall -q -y pip >&2   # the code under test gets no installer
+# The code under test gets no installer; setuptools' distutils-precedence.pth would also cost every run
+# an import at start-up.
+"$TARGET/bin/python" -m pip uninstall -q -y setuptools pip >&2
 chmod -R a+rX,go-w "$TARGET"
 # Prove the sandbox's user can use it: an unprivileged uid, no environment, the scientific stack imports.
 if command -v setpriv >/dev/null && [ "$(id -u)" -eq 0 ]; then
