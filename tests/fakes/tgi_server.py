@@ -187,6 +187,18 @@ class FakeTGI:
             "docker_label": None,
         }
 
+    def stats(self) -> dict[str, Any]:
+        """The counters as a dict (served at ``GET /_fake/stats`` too)."""
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "served": self.served,
+                "overloaded": self.overloaded,
+                "max_seen": self.max_seen,
+                "max_attempted": self.max_attempted,
+                "injected": dict(self.injected),
+            }
+
     def _next_fault(self) -> str:
         if self.faults:
             return self.faults.pop(0)
@@ -202,6 +214,7 @@ class FakeTGI:
 def _handler_for(fake: FakeTGI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
         server_version = "text-generation-router-fake"
         timeout = 120
 
@@ -236,6 +249,8 @@ def _handler_for(fake: FakeTGI) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/v1/models":
                 data = [{"id": fake.model_id, "object": "model", "owned_by": "fake", "created": 0}]
                 self._send(200, {"object": "list", "data": data})
+            elif self.path == "/_fake/stats":  # not TGI: counters, for a server run in another process
+                self._send(200, fake.stats())
             else:
                 self._send(404, {"error": "Not Found", "error_type": "not_found"})
 
@@ -372,3 +387,75 @@ def _render_answer(route: str, request: dict[str, Any], text: str, model_id: str
             "total_tokens": prompt_tokens + tokens,
         },
     }
+
+
+class FakeTGIProcess:
+    """A :class:`FakeTGI` in a child process, as a real server would be (for benchmarks: the client's
+    threads and the server's then do not share one interpreter lock).  ``stats()`` reads the counters.
+    """
+
+    def __init__(
+        self, *, latency: float, max_concurrency: int, answer: str, model_id: str = "fake/model"
+    ) -> None:
+        self.args = [
+            "--latency", str(latency), "--max-concurrency", str(max_concurrency),
+            "--answer", answer, "--model-id", model_id,
+        ]  # fmt: skip
+        self.proc: Any = None
+        self.url = ""
+
+    def __enter__(self) -> FakeTGIProcess:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.tgi_server", *self.args],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            self.__exit__()
+            raise RuntimeError(f"fake TGI process did not start: {self.url!r}")
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        import httpx
+
+        return httpx.get(self.url + "/_fake/stats").json()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()  # the child exits when its stdin closes
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+def _main() -> None:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Serve a fake TGI on 127.0.0.1 until stdin closes.")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--max-concurrency", type=int, default=4)
+    parser.add_argument("--answer", default=None, help="fixed generated text (default: schema-based)")
+    parser.add_argument("--model-id", default="fake/model")
+    args = parser.parse_args()
+    responder = (lambda request: args.answer) if args.answer is not None else None
+    with FakeTGI(
+        responder, latency=args.latency, max_concurrency=args.max_concurrency, model_id=args.model_id
+    ) as tgi:
+        print(tgi.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    _main()

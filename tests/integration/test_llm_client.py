@@ -253,3 +253,14 @@ def test_postgres_cache_with_large_answers_in_the_object_store(tmp_path: Path, p
         again = ask(settings, [big, "small"])
         assert tgi.calls == 2 and all(r.cached for r in again)
         assert again[0].value == Echo(echo=big, length=5000) and again[0].raw == first[0].raw
+
+
+def test_answers_that_arrived_are_cached_before_a_failure_is_raised(tmp_path: Path) -> None:
+    with FakeTGI(echo_responder, faults=["ok", "ok", "503"], max_concurrency=1) as tgi:
+        settings = make_settings(tmp_path, tgi.url, llm_max_retries=0)
+        with pytest.raises(LLMUnavailable):
+            ask(settings, ["a", "b", "c", "d"])
+        assert tgi.calls == 4 and tgi.served == 3
+        results = ask(settings, ["a", "b", "c", "d"])
+        assert all(r.ok for r in results) and sum(r.cached for r in results) == 3
+        assert tgi.calls == 5

@@ -104,3 +104,14 @@ def test_minimal_instance_follows_refs_and_nullable() -> None:
         "required": ["inner", "maybe"],
     }
     assert minimal_instance(schema) == {"inner": {"x": 0.0}, "maybe": False}
+
+
+def test_the_server_runs_in_its_own_process_too() -> None:
+    from tests.fakes.tgi_server import FakeTGIProcess
+
+    with FakeTGIProcess(latency=0.0, max_concurrency=3, answer='{"a": 1}') as tgi:
+        r = httpx.post(tgi.url + "/generate", json={"inputs": "x"})
+        assert r.json()["generated_text"] == '{"a": 1}'
+        assert httpx.get(tgi.url + "/info").json()["max_concurrent_requests"] == 3
+        assert tgi.stats()["calls"] == 1
+    assert tgi.proc is None

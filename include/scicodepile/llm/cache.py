@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -90,60 +91,126 @@ class LLMCache:
                     found[row.cache_key] = CachedAnswer(row.status, raw, parsed, row.error, row.attempts)
         return found
 
-    def put(
-        self,
-        key: str,
-        *,
-        model: str,
-        prompt_version: str,
-        status: str,
-        raw: str | None,
-        parsed: dict[str, Any] | None,
-        error: str | None,
-        attempts: int,
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        reason: str | None = None,
-    ) -> None:
-        """Store one answer (an upsert: a retried task writing the same key is harmless)."""
+    def put(self, entry: CacheEntry) -> None:
+        """Store one answer."""
+        self.put_many([entry])
+
+    def put_many(self, entries: list[CacheEntry]) -> None:
+        """Store answers in one transaction (upserts: a retried task writing the same keys is harmless).
+
+        Status ``ok`` and ``rejected`` go to ``llm_cache``; ``rejected`` and ``refused`` (the server
+        refused the request; not cached, a server with a longer context may accept it) also go to the
+        ``rejections`` table.  Large answers are written to the object store before their rows.
+        """
         inline_limit = self.settings.llm_cache_inline_bytes
-        response, response_key, parsed_inline = raw, None, parsed
-        if self.enabled and raw is not None and len(raw.encode("utf-8", "surrogatepass")) > inline_limit:
-            response_key = llm_payload_key(key)
-            payload = json.dumps({"raw": raw, "parsed": parsed}, ensure_ascii=False).encode()
-            self._object_store().put_bytes(response_key, payload, "application/json")
-            response = None
-            if parsed is not None and len(json.dumps(parsed)) > inline_limit:
-                parsed_inline = None
+        rows: list[dict[str, Any]] = []
+        for e in entries:
+            if not self.enabled or e.status == "refused":
+                continue
+            response, response_key, parsed_inline = e.raw, None, e.parsed
+            if e.raw is not None and len(e.raw.encode("utf-8", "surrogatepass")) > inline_limit:
+                response_key = llm_payload_key(e.key)
+                payload = json.dumps({"raw": e.raw, "parsed": e.parsed}, ensure_ascii=False).encode()
+                self._object_store().put_bytes(response_key, payload, "application/json")
+                response = None
+                if e.parsed is not None and len(json.dumps(e.parsed)) > inline_limit:
+                    parsed_inline = None
+            rows.append(
+                {
+                    "cache_key": e.key,
+                    "model": e.model[:256],
+                    "prompt_version": e.prompt_version[:64],
+                    "status": e.status,
+                    "response": response,
+                    "response_key": response_key,
+                    "parsed": parsed_inline,
+                    "error": e.error,
+                    "attempts": e.attempts,
+                    "prompt_tokens": e.prompt_tokens,
+                    "completion_tokens": e.completion_tokens,
+                }
+            )
+        rejected = [e for e in entries if e.status in ("rejected", "refused")]
+        if not rows and not rejected:
+            return
         with session_scope(self.settings) as session:
-            if self.enabled:
-                upsert(
-                    session,
-                    LLMCacheEntry,
-                    [
-                        {
-                            "cache_key": key,
-                            "model": model[:256],
-                            "prompt_version": prompt_version[:64],
-                            "status": status,
-                            "response": response,
-                            "response_key": response_key,
-                            "parsed": parsed_inline,
-                            "error": error,
-                            "attempts": attempts,
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": completion_tokens,
-                        }
-                    ],
-                    keys=["cache_key"],
-                )
-            if status == "rejected":
+            if rows:
+                upsert(session, LLMCacheEntry, rows, keys=["cache_key"])
+            for e in rejected:
                 record_rejection(
                     session,
                     "llm",
                     "llm_call",
-                    key,
-                    reason or "llm_rejected",
-                    f"model={model} prompt={prompt_version} attempts={attempts}: {error}\n"
-                    f"raw answer: {(raw or '')[:3000]}",
+                    e.key,
+                    e.reason or "llm_rejected",
+                    f"model={e.model} prompt={e.prompt_version} attempts={e.attempts}: {e.error}\n"
+                    f"raw answer: {(e.raw or '')[:3000]}",
                 )
+
+
+@dataclass
+class CacheEntry:
+    """One answer to store: ``ok`` (valid), ``rejected`` (invalid after re-asks) or ``refused``."""
+
+    key: str
+    model: str
+    prompt_version: str
+    status: str
+    raw: str | None
+    parsed: dict[str, Any] | None
+    error: str | None
+    attempts: int
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reason: str | None = None
+
+
+class BatchWriter:
+    """Writes entries on a background thread, one transaction per batch of whatever has queued up.
+
+    Under load, one transaction carries many answers, so the database's write lock (SQLite's above
+    all) never becomes the pipeline's bottleneck.  :meth:`close` flushes and re-raises a write error.
+    """
+
+    _STOP = object()
+
+    def __init__(self, cache: LLMCache, max_batch: int = 256) -> None:
+        self.cache = cache
+        self.max_batch = max_batch
+        self.error: BaseException | None = None
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="llm-cache-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, entry: CacheEntry) -> None:
+        if self.error is not None:
+            raise self.error
+        self._queue.put(entry)
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            batch: list[CacheEntry] = []
+            item = self._queue.get()
+            while True:
+                if item is self._STOP:
+                    stop = True
+                else:
+                    batch.append(item)  # type: ignore[arg-type]
+                if stop or len(batch) >= self.max_batch:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if batch and self.error is None:
+                try:
+                    self.cache.put_many(batch)
+                except BaseException as exc:
+                    self.error = exc
+
+    def close(self) -> None:
+        self._queue.put(self._STOP)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error

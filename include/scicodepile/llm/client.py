@@ -9,16 +9,18 @@ the two wire formats are a few lines each (:mod:`scicodepile.llm.backends`), so 
 ``httpx.Client`` (already a dependency) with our own retry loop is the smaller and more honest choice.
 
 The API is synchronous, as stages are; :meth:`LLMClient.structured_many` fans out over a thread pool
-sized to the endpoints' capacity, which is enough to keep a TGI server's batch full.
+sized to twice the endpoints' capacity, enough to keep a TGI server's batch full while answers are
+validated and cached; the transport, not the pool, bounds the requests in flight.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,7 +29,7 @@ from pydantic import BaseModel
 
 from scicodepile.errors import ConfigError
 from scicodepile.llm.backends import BACKENDS, Turn
-from scicodepile.llm.cache import CachedAnswer, LLMCache, cache_key
+from scicodepile.llm.cache import BatchWriter, CachedAnswer, CacheEntry, LLMCache, cache_key
 from scicodepile.llm.templates import PromptTemplate, load_prompt
 from scicodepile.llm.transport import LLMRequestRejected, Transport
 from scicodepile.llm.validate import check_answer
@@ -65,6 +67,12 @@ class LLMResult:
     cached: bool
     attempts: int = 0
     rejection_detail: str | None = None
+
+
+@functools.lru_cache(maxsize=128)
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a pydantic model (computed once per model class)."""
+    return schema.model_json_schema()
 
 
 def llm_configured(settings: Settings) -> bool:
@@ -163,7 +171,7 @@ class LLMClient:
             "api": self.backend.name,
             "max_new_tokens": max_new_tokens,
             "temperature": temperature,
-            "schema": schema.model_json_schema(),
+            "schema": _json_schema(schema),
         }
 
     # -- public calls -----------------------------------------------------------------------
@@ -212,21 +220,31 @@ class LLMClient:
         todo = {key: text for key, text in zip(keys, rendered, strict=True) if key not in results}
         if todo:
             errors: list[BaseException] = []
-            workers = max(1, min(len(todo), self.transport.capacity))
+            # More threads than server slots: while one thread validates and writes the cache, another
+            # already holds its slot, so the server's batch stays full (the transport bounds in-flight).
+            self.transport.probe()
+            workers = max(1, min(len(todo), 2 * self.transport.capacity, 512))
+
+            writer = BatchWriter(self.cache) if len(todo) > 1 else None
+            sink = writer.submit if writer else self.cache.put
 
             def one(item: tuple[str, str]) -> None:
                 key, text = item
                 try:
-                    results[key] = self._ask(key, text, schema, max_new_tokens, temp, model, template)
+                    results[key] = self._ask(key, text, schema, max_new_tokens, temp, model, template, sink)
                 except BaseException as exc:
                     errors.append(exc)
 
-            if workers == 1:
-                for item in todo.items():
-                    one(item)
-            else:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
-                    list(pool.map(one, todo.items()))
+            try:
+                if workers == 1:
+                    for item in todo.items():
+                        one(item)
+                else:
+                    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+                        list(pool.map(one, todo.items()))
+            finally:
+                if writer:
+                    writer.close()  # every answer that arrived is cached before anything is raised
             if errors:
                 raise errors[0]
         return [results[key] for key in keys]
@@ -265,15 +283,17 @@ class LLMClient:
         temperature: float,
         model: str,
         template: PromptTemplate,
+        sink: Callable[[CacheEntry], None],
     ) -> LLMResult:
         deadline = time.monotonic() + self.settings.llm_deadline_s
-        json_schema = schema.model_json_schema() if self.backend.supports_grammar else None
+        json_schema = _json_schema(schema) if self.backend.supports_grammar else None
         history: list[Turn] = []
         prompt_tokens = completion_tokens = 0
         version = template.prompt_version
         raw: str | None = None
         reason = detail = None
-        for attempt in range(1, self.settings.llm_max_reasks + 2):
+        attempts = self.settings.llm_max_reasks + 1
+        for attempt in range(1, attempts + 1):
             body = self.backend.body(
                 model=model,
                 prompt=text,
@@ -289,49 +309,44 @@ class LLMClient:
                 # The request itself is refused (e.g. longer than the context): a per-item fault,
                 # recorded but not cached, since a server with a longer context would accept it.
                 reason, detail = "llm_request_rejected", str(exc)
-                self._record_refusal(key, model, version, reason, detail)
+                sink(CacheEntry(key, model, version, "refused", None, None, detail, attempt, reason=reason))
                 return LLMResult(False, None, None, reason, model, version, key, False, attempt, detail)
             prompt_tokens += completion.prompt_tokens or 0
             completion_tokens += completion.completion_tokens or 0
             raw = completion.text
             verdict = check_answer(raw, schema)
             if verdict.value is not None:
-                self.cache.put(
-                    key,
-                    model=model,
-                    prompt_version=version,
-                    status="ok",
-                    raw=raw,
-                    parsed=verdict.parsed,
-                    error=None,
-                    attempts=attempt,
-                    prompt_tokens=prompt_tokens or None,
-                    completion_tokens=completion_tokens or None,
+                sink(
+                    CacheEntry(
+                        key,
+                        model,
+                        version,
+                        "ok",
+                        raw,
+                        verdict.parsed,
+                        None,
+                        attempt,
+                        prompt_tokens or None,
+                        completion_tokens or None,
+                    )
                 )
                 return LLMResult(True, verdict.value, raw, None, model, version, key, False, attempt)
             reason, detail = f"llm_{verdict.reason}", verdict.detail
             log.info("invalid LLM answer (%s, attempt %d): %s", reason, attempt, detail)
             history.append(Turn(answer=raw, problem=f"{verdict.reason}: {detail}"))
-        attempts = self.settings.llm_max_reasks + 1
-        self.cache.put(
-            key,
-            model=model,
-            prompt_version=version,
-            status="rejected",
-            raw=raw,
-            parsed=None,
-            error=f"{reason}: {detail}",
-            attempts=attempts,
-            prompt_tokens=prompt_tokens or None,
-            completion_tokens=completion_tokens or None,
-            reason=reason,
+        sink(
+            CacheEntry(
+                key,
+                model,
+                version,
+                "rejected",
+                raw,
+                None,
+                f"{reason}: {detail}",
+                attempts,
+                prompt_tokens or None,
+                completion_tokens or None,
+                reason,
+            )
         )
         return LLMResult(False, None, raw, reason, model, version, key, False, attempts, detail)
-
-    def _record_refusal(self, key: str, model: str, version: str, reason: str, detail: str) -> None:
-        from scicodepile.db import record_rejection, session_scope
-
-        with session_scope(self.settings) as session:
-            record_rejection(
-                session, "llm", "llm_call", key, reason, f"model={model} prompt={version}: {detail}"
-            )
