@@ -317,6 +317,7 @@ class BwrapSandbox(Sandbox):
         kill_reason: KillReason | None = None
         timed_out = False
         peak_before_kill = 0
+        init_reaped = False
         pidfd = os.pidfd_open(proc.pid)
         sel = selectors.DefaultSelector()
         try:
@@ -373,6 +374,7 @@ class BwrapSandbox(Sandbox):
             duration = time.monotonic() - start
             proc.returncode = os.waitstatus_to_exitcode(status)
             init_usage = self._reap_init(info_read)
+            init_reaped = init_usage is not None
         finally:
             sel.close()
             os.close(pidfd)
@@ -383,7 +385,10 @@ class BwrapSandbox(Sandbox):
             for stream in (proc.stdout, proc.stderr):
                 if stream:
                     stream.close()
-            self._reap_survivors(uid)
+            # Once we have reaped the namespace's init, the kernel has killed and released every process
+            # in it (an exiting init waits for that), so the /proc check is needed only when we could not.
+            if not init_reaped:
+                self._reap_survivors(uid)
         # The monitor's own ru_maxrss is the image it was forked from (this process): not the program's.
         del usage
         peak = max(init_usage.ru_maxrss * 1024 if init_usage else 0, peak_before_kill)
