@@ -8,11 +8,14 @@ Finds candidate repositories and upserts them into the application database (`re
 * **crawl** is mapped over the refs (dynamic task mapping), through the `github_search` pool so all
   workers together respect GitHub's search rate limit; each partition is resumable (cursor in the
   database) and its writes are upserts, so a retry after a lost worker duplicates nothing;
-* **finish** merges the reports (totals, API spend) and updates the `scicodepile_candidates` Asset,
-  which schedules `scicodepile_curate`.
+* **finish** merges the reports (totals, API spend);
+* **announce** updates the `scicodepile_candidates` Asset, which schedules `scicodepile_curate`, with
+  the crawl's source, path and window in the event's extra; it is skipped when the crawl found no new
+  or updated candidates, so an empty incremental crawl does not start a curate run.
 
 Scheduled daily with catch-up off: a scheduled or backfill run crawls its data interval
-(`window_start`/`window_end`); a manual run crawls everything unless the trigger form sets a window.
+(`window_start`/`window_end`) of the source in `SCICODEPILE_DEFAULT_SOURCE` (github in production);
+a manual run crawls everything unless the trigger form sets a window.
 `only_failed` retries just the partitions that failed before.
 """
 
@@ -57,20 +60,29 @@ def scicodepile_crawl() -> None:
         context["ref_name"] = str(ref.get("name") or ref.get("id") or ref)[:60]  # type: ignore[typeddict-unknown-key]
         return crawl_partition(stage_context("crawl", context), ref)
 
-    @task(outlets=[CANDIDATES], execution_timeout=timedelta(minutes=15))
+    @task(execution_timeout=timedelta(minutes=15))
     def finish(reports: list[dict]) -> dict:
-        from airflow.sdk import get_current_context
-
         from scicodepile.crawl.stage import finish_crawl
+        from scicodepile_airflow.context import stage_context
+
+        return finish_crawl(stage_context("crawl"), list(reports))
+
+    @task(outlets=[CANDIDATES], execution_timeout=timedelta(minutes=5))
+    def announce(report: dict) -> dict:
+        """Update the candidates Asset (which schedules curate) only when the crawl found some."""
+        from airflow.sdk import get_current_context
+        from airflow.sdk.exceptions import AirflowSkipException
+
         from scicodepile_airflow.context import asset_extra, stage_context
 
+        if not report.get("kept"):
+            raise AirflowSkipException("no new or updated candidates: curate is not triggered")
         context = get_current_context()
-        ctx = stage_context("crawl", context)
-        report = finish_crawl(ctx, list(reports))
-        context["outlet_events"][CANDIDATES].extra = asset_extra(ctx, report)
-        return report
+        extra = asset_extra(stage_context("crawl", context), report)
+        context["outlet_events"][CANDIDATES].extra = extra
+        return extra
 
-    finish(crawl.expand(ref=plan()))
+    announce(finish(crawl.expand(ref=plan())))
 
 
 scicodepile_crawl()

@@ -195,6 +195,10 @@ class Settings(BaseSettings):
 
     # -- orchestration (issue: orchestration) -------------------------------------------------
     # (orchestration fields go here)
+    default_source: Literal["sample", "local", "github"] = Field(
+        default="sample",
+        description="Source of DAG runs whose params name none (scheduled crawls): github in production.",
+    )
 
     # -- run shape --------------------------------------------------------------------------
     num_shards: int = Field(default=4, ge=1, le=4096)

@@ -77,7 +77,7 @@ def stage_context(stage: str, context: dict[str, Any] | None = None, **settings_
         return value if value not in (None, "") else inherited.get(name)
 
     settings = library_settings(**settings_overrides)
-    source = pick("source") or "sample"
+    source = pick("source") or settings.default_source
     if source not in SOURCES:
         from scicodepile.errors import ConfigError
 

@@ -52,10 +52,39 @@ def app_db_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def app_env(app_db_url: str, s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The library's settings as the workers see them (Postgres app database, S3 store)."""
+def fake_github(tmp_path_factory: pytest.TempPathFactory):
+    """The local server speaking GitHub's search API: scheduled and backfill crawls search it."""
+    from scicodepile.crawl.queries import expand_queries
+    from scicodepile.settings import load_settings
+    from tests.fakes.github_server import FakeGitHub, generate_population
+
+    specs, _ = expand_queries(
+        load_settings(var_dir=tmp_path_factory.mktemp("vocab"), crawl_max_queries=GITHUB_QUERIES)
+    )
+    population = generate_population([q.text for q in specs], n=4000, seed=7)
+    with FakeGitHub(population, time_scale=60) as gh:
+        yield gh
+
+
+GITHUB_QUERIES = 2
+
+
+@pytest.fixture(scope="session")
+def app_env(
+    app_db_url: str, s3_server, fake_github, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """The library's settings as the workers see them (Postgres app database, S3 store, fake GitHub)."""
     var = tmp_path_factory.mktemp("scicodepile-var")
     return {
+        # scheduled runs (unpausing the crawl starts one) and backfills search the fake GitHub
+        "SCICODEPILE_DEFAULT_SOURCE": "github",
+        "SCICODEPILE_GITHUB_API_URL": fake_github.url,
+        "SCICODEPILE_GITHUB_TOKEN": "test-token",
+        "SCICODEPILE_GITHUB_RATE_MARGIN_S": "0.01",
+        "SCICODEPILE_GITHUB_BACKOFF_S": "0.01",
+        "SCICODEPILE_GITHUB_SECONDARY_WAIT_S": "0.1",
+        "SCICODEPILE_GITHUB_MIN_STARS": "2",
+        "SCICODEPILE_CRAWL_MAX_QUERIES": str(GITHUB_QUERIES),
         "SCICODEPILE_DATABASE_URL": app_db_url,
         "SCICODEPILE_STORE_BACKEND": "s3",
         "SCICODEPILE_S3_ENDPOINT": s3_server.endpoint,
