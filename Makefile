@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv sysdeps test test-fast demo bench lint format lock clean
+.PHONY: venv sysdeps sandbox-env test test-fast demo bench lint format lock clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ test-fast: venv
 demo: venv sysdeps sandbox-env
 	bash scripts/demo.sh
 
-bench: venv sysdeps
+bench: venv sysdeps sandbox-env
 	@for b in bench/*.py; do case $$b in */_*) continue;; esac; $(PY) $$b || exit 1; done
 
 lint: venv
