@@ -259,8 +259,20 @@ def test_answers_that_arrived_are_cached_before_a_failure_is_raised(tmp_path: Pa
     with FakeTGI(echo_responder, faults=["ok", "ok", "503"], max_concurrency=1) as tgi:
         settings = make_settings(tmp_path, tgi.url, llm_max_retries=0)
         with pytest.raises(LLMUnavailable):
-            ask(settings, ["a", "b", "c", "d"])
-        assert tgi.calls == 4 and tgi.served == 3
-        results = ask(settings, ["a", "b", "c", "d"])
-        assert all(r.ok for r in results) and sum(r.cached for r in results) == 3
-        assert tgi.calls == 5
+            ask(settings, ["a", "b", "c", "d", "e"])
+        served = tgi.served
+        assert served >= 2 and tgi.calls == served + 1  # nothing new starts after the failure
+        results = ask(settings, ["a", "b", "c", "d", "e"])
+        assert all(r.ok for r in results) and sum(r.cached for r in results) == served
+        assert tgi.served == 5
+
+
+def test_with_the_cache_off_a_rerun_pays_again_but_rejections_are_still_recorded(tmp_path: Path) -> None:
+    with FakeTGI(lambda req: "nonsense") as tgi:
+        settings = make_settings(tmp_path, tgi.url, llm_cache=False, llm_max_reasks=0)
+        ask(settings, ["a"])
+        (again,) = ask(settings, ["a"])
+        assert tgi.calls == 2 and not again.cached and again.rejection_reason == "llm_invalid_json"
+        with session_scope(settings) as s:
+            assert s.scalars(select(LLMCacheEntry)).all() == []
+            assert [r.reason for r in s.scalars(select(Rejection))] == ["llm_invalid_json"]

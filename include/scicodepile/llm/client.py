@@ -203,8 +203,9 @@ class LLMClient:
     ) -> list[LLMResult]:
         """:meth:`structured` for many inputs at once, concurrently, results in input order.
 
-        Cache hits are read in one query; identical prompts are asked once.  If some calls fail with
-        ``LLMUnavailable``, the others still finish and are cached before the first error is raised.
+        Cache hits are read in one query; identical prompts are asked once.  If a call fails with
+        ``LLMUnavailable`` (or a configuration error), no new call starts, the ones in flight finish
+        and are cached, then the first error is raised: a retried task pays only for what is missing.
         """
         template = self.template(prompt)
         temp = self.settings.llm_temperature if temperature is None else temperature
@@ -230,6 +231,8 @@ class LLMClient:
 
             def one(item: tuple[str, str]) -> None:
                 key, text = item
+                if errors:  # fail fast: once the server is gone, do not start the remaining items
+                    return
                 try:
                     results[key] = self._ask(key, text, schema, max_new_tokens, temp, model, template, sink)
                 except BaseException as exc:

@@ -241,6 +241,7 @@ class Transport:
         while True:
             ep = self._acquire(deadline)
             if ep is None:
+                last = f"the call's deadline passed while waiting for a free slot; before that: {last}"
                 break
             remaining = deadline - time.monotonic()
             outcome, retry_after = "error", None
