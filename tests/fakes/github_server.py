@@ -251,6 +251,8 @@ class FakeGitHub:
         self.latency = latency
         self.scripted = dict(scripted_faults or {})  # {nth search request (1-based): "502" | "secondary"}
         self.search_count = 0
+        self.version = 0
+        self._matches: dict[tuple[str, int], list[Repo]] = {}
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.log: list[dict[str, Any]] = []
@@ -287,6 +289,23 @@ class FakeGitHub:
             sq = SearchQuery([phrase.lower()], min_stars, None if include_forks else False)
             out.update(r.id for r in self.population if sq.matches(r))
         return out
+
+    def matches(self, q: str, sq: SearchQuery) -> list[Repo]:
+        """Matching repositories in best-match order, memoised per query string (pages reuse it)."""
+        key = (q, self.version)
+        with self.lock:
+            hit = self._matches.get(key)
+        if hit is None:
+            hit = [r for r in self.population if sq.matches(r)]
+            with self.lock:
+                self._matches[key] = hit
+        return hit
+
+    def touch(self) -> None:
+        """Call after changing the population (e.g. a repository's pushed_at): drops memoised matches."""
+        with self.lock:
+            self.version += 1
+            self._matches.clear()
 
     def search_ok(self) -> list[dict[str, Any]]:
         return [e for e in self.log if e["path"] == "/search/repositories" and e["status"] == 200]
@@ -449,11 +468,12 @@ class _Handler(BaseHTTPRequestHandler):
             page = int(params.get("page", 1))
         except ValueError:
             per_page, page = -1, -1
-        entry = {"q": q, "page": page}
+        entry: dict[str, Any] = {"q": q, "page": page}
         with fake.lock:
             now = time.time()
             lim = fake.limiter(authed)
             lim.roll(now)
+            entry["window_reset"] = lim.reset  # which rate window the request fell in
             if now < fake.penalty_until:  # ignoring Retry-After is avoidable
                 fake.avoidable += 1
                 wait = fake.penalty_until - now
@@ -531,7 +551,7 @@ class _Handler(BaseHTTPRequestHandler):
                 headers,
             )
             return
-        matches = [r for r in fake.population if sq.matches(r)]
+        matches = fake.matches(q, sq)
         reachable = matches[:1000]
         items = []
         for r in reachable[(page - 1) * per_page : page * per_page]:

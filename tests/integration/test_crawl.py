@@ -222,6 +222,7 @@ def test_incremental_recrawl_marks_only_updated_repositories(pg_settings: Settin
         moved = [r for r in gh.population if r.id in set(ids[:3])]
         for r in moved:  # three repositories get new pushes in the next interval
             r.pushed_at = datetime(2026, 11, 1, 12, tzinfo=UTC)
+        gh.touch()
         second = {"window_start": "2026-11-01T00:00:00Z", "window_end": "2026-11-02T00:00:00Z"}
         run_crawl_stage(RunContext(settings=settings, source="github", run="day-2", params=second))
         with session_scope(settings) as s:

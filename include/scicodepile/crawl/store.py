@@ -8,6 +8,7 @@ re-curation; an unchanged one keeps its flag (it is not fetched again).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,6 +87,17 @@ def _row(record: RepositoryRecord, query: str | None) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _statement(dialect: str) -> Any:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = insert(Repository.__table__)
+    set_: dict[str, Any] = {c: stmt.excluded[c] for c in _UPDATED}
+    set_["queries"] = literal_column(_MERGE_QUERIES[dialect])
+    set_["needs_recurate"] = literal_column(_RECURATE[dialect])
+    set_["domain"] = literal_column("COALESCE(repositories.domain, excluded.domain)")
+    return stmt.on_conflict_do_update(index_elements=["source", "source_id"], set_=set_)
+
+
 def upsert_repositories(
     session: Session, records: Iterable[RepositoryRecord], query: str | None = None
 ) -> int:
@@ -96,12 +108,7 @@ def upsert_repositories(
     if not rows:
         return 0
     dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(Repository.__table__).values(list(rows.values()))
-    set_: dict[str, Any] = {c: stmt.excluded[c] for c in _UPDATED}
-    set_["queries"] = literal_column(_MERGE_QUERIES[dialect])
-    set_["needs_recurate"] = literal_column(_RECURATE[dialect])
-    set_["domain"] = literal_column("COALESCE(repositories.domain, excluded.domain)")
-    stmt = stmt.on_conflict_do_update(index_elements=["source", "source_id"], set_=set_)
-    session.execute(stmt)
+    # executemany with one statement object: compiled once and cached (a multi-VALUES literal of 100
+    # rows would be compiled again for every page, which cost more than the request itself)
+    session.execute(_statement(dialect), list(rows.values()))
     return len(rows)
