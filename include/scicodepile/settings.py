@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     crawl_since: str = Field(default="2008-01-01", description="start of the full crawl's created: window")
     crawl_max_queries: int = Field(default=250, ge=1, description="cap on expanded search queries")
     crawl_split_fill: float = Field(
-        default=0.85, gt=0.1, le=1.0, description="target share of the result cap per split sub-window"
+        default=0.75, gt=0.1, le=1.0, description="target share of the result cap per split sub-window"
     )
     crawl_vocabulary: Path = Field(default=DATA_DIR / "seed_vocabulary.json")
     crawl_synonyms: Path = Field(default=DATA_DIR / "synonyms.json")
