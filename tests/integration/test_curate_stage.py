@@ -115,7 +115,9 @@ def build_source(root: Path) -> dict[str, str]:
                 "latin-1"
             ),
             "odesolve/data.py": b"x = 1\x00\x00\x00",
-            "odesolve/keys.py": 'API_KEY = "sk-abcdefghijklmnopqrstuvwxyz012345"\nOWNER = "jane.doe@uni-heidelberg.de"\n',
+            "odesolve/keys.py": (
+                'API_KEY = "sk-abcdefghijklmnopqrstuvwxyz012345"\nOWNER = "jane.doe@uni-heidelberg.de"\n'
+            ),
             "vendor/six.py": "import sys\nPY3 = True\n",
             "notebooks/demo.ipynb": json.dumps(
                 {

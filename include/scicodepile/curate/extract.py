@@ -272,7 +272,10 @@ def classify_file(
 
 
 def extract_code(
-    root: Path, paths: Iterable[str], languages: frozenset[str], max_bytes: int,
+    root: Path,
+    paths: Iterable[str],
+    languages: frozenset[str],
+    max_bytes: int,
     table: LanguageTable | None = None,
 ) -> list[ExtractedFile]:
     """Classify every extracted file of a tree (see :func:`classify_file`)."""

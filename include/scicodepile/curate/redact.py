@@ -9,23 +9,41 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
-_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
-    ("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z ]+ )?PRIVATE KEY-----[\s\S]{0,10000}?-----END (?:[A-Z ]+ )?PRIVATE KEY-----"),
-     "<PRIVATE_KEY>"),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<AWS_ACCESS_KEY>"),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-     "<GITHUB_TOKEN>"),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,200}\b"), "<SLACK_TOKEN>"),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "<GOOGLE_API_KEY>"),
-    ("openai_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,200}\b"), "<API_KEY>"),
-    ("hf_token", re.compile(r"\bhf_[A-Za-z0-9]{30,60}\b"), "<HF_TOKEN>"),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b"), "<JWT>"),
+_PATTERNS: list[tuple[str, tuple[str, ...], re.Pattern[str], str]] = [
+    # (kind, literal triggers (a cheap "in" test before the regex runs), pattern, placeholder)
+    (
+        "private_key",
+        ("PRIVATE KEY-----",),
+        re.compile(
+            r"-----BEGIN (?:[A-Z ]+ )?PRIVATE KEY-----[\s\S]{0,10000}?-----END (?:[A-Z ]+ )?PRIVATE KEY-----"
+        ),
+        "<PRIVATE_KEY>",
+    ),
+    ("aws_access_key", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<AWS_ACCESS_KEY>"),
+    (
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+        "<GITHUB_TOKEN>",
+    ),
+    ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,200}\b"), "<SLACK_TOKEN>"),
+    ("google_api_key", ("AIza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "<GOOGLE_API_KEY>"),
+    ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,200}\b"), "<API_KEY>"),
+    ("hf_token", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,60}\b"), "<HF_TOKEN>"),
+    (
+        "jwt",
+        ("eyJ",),
+        re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b"),
+        "<JWT>",
+    ),
 ]
+_SECRET_WORDS = ("key", "token", "password", "passwd", "secret")
+_EMAIL_HINT = re.compile(r"@[A-Za-z0-9\-]+\.[A-Za-z]{2,}")
 # key = "value" assignments whose name says secret; the value is replaced, the name kept
 _ASSIGNMENT = re.compile(
-    r"""(?P<name>\b[\w.\-]*(?:api[_\-]?key|secret[_\-]?key|access[_\-]?token|auth[_\-]?token|password|passwd|"""
+    r"""(?P<name>(?:api[_\-]?key|secret[_\-]?key|access[_\-]?token|auth[_\-]?token|password|passwd|"""
     r"""client[_\-]?secret|secret)\b["']?\s*[:=]\s*)(?P<q>["'])(?P<value>[^"'\s]{8,200})(?P=q)""",
     re.IGNORECASE,
 )
@@ -33,17 +51,21 @@ _EMAIL = re.compile(
     r"\b[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63})*\.[A-Za-z]{2,24}\b"
 )
 _EMAIL_KEEP = re.compile(r"@(?:example\.(?:com|org|net)|localhost)$", re.I)
-_PLACEHOLDER_VALUES = re.compile(r"^(?:x+|\*+|<[^>]*>|\$\{?\w+\}?|your[_\-]?\w*|changeme|none|null|"
-                                 r"placeholder|dummy|test\w*|example\w*|\{\w*\}|%\(?\w*\)?s)$", re.I)
+_PLACEHOLDER_VALUES = re.compile(
+    r"^(?:x+|\*+|<[^>]*>|\$\{?\w+\}?|your[_\-]?\w*|changeme|none|null|"
+    r"placeholder|dummy|test\w*|example\w*|\{\w*\}|%\(?\w*\)?s)$",
+    re.I,
+)
 
 
 def redact(text: str) -> tuple[str, Counter[str]]:
     """Return ``text`` with secrets and email addresses replaced, and counts by kind."""
     counts: Counter[str] = Counter()
-    for kind, pattern, placeholder in _PATTERNS:
-        text, n = pattern.subn(placeholder, text)
-        if n:
-            counts[kind] += n
+    for kind, triggers, pattern, placeholder in _PATTERNS:
+        if any(t in text for t in triggers):
+            text, n = pattern.subn(placeholder, text)
+            if n:
+                counts[kind] += n
 
     def _assignment(m: re.Match[str]) -> str:
         value = m.group("value")
@@ -52,7 +74,7 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         counts["secret_assignment"] += 1
         return f"{m.group('name')}{m.group('q')}<SECRET>{m.group('q')}"
 
-    text = _ASSIGNMENT.sub(_assignment, text)
+    text = _by_line(text, _SECRET_WORDS, lambda line: _ASSIGNMENT.sub(_assignment, line), lower=True)
 
     def _email(m: re.Match[str]) -> str:
         if _EMAIL_KEEP.search(m.group(0)):
@@ -60,5 +82,24 @@ def redact(text: str) -> tuple[str, Counter[str]]:
         counts["email"] += 1
         return "<EMAIL>"
 
-    text = _EMAIL.sub(_email, text)
+    if _EMAIL_HINT.search(text):
+        text = _by_line(
+            text, ("@",), lambda line: _EMAIL.sub(_email, line) if _EMAIL_HINT.search(line) else line
+        )
     return text, counts
+
+
+def _by_line(text: str, words: tuple[str, ...], apply: Callable[[str], str], *, lower: bool = False) -> str:
+    """Run ``apply`` only on the lines holding one of ``words``: the regexes are costly, the lines few.
+
+    (Secrets and addresses written across lines are not matched; the regexes never spanned lines.)
+    """
+    haystack = text.lower() if lower else text
+    if not any(w in haystack for w in words):
+        return text
+    lines = text.split("\n")
+    probe = haystack.split("\n") if len(haystack) == len(text) else [x.lower() if lower else x for x in lines]
+    for i, line in enumerate(probe):
+        if any(w in line for w in words):
+            lines[i] = apply(lines[i])
+    return "\n".join(lines)

@@ -55,19 +55,26 @@ def validate_f1(
         rows += len(frame)
         hashes.append(frame["sha256"])
         if len(frame):
-            results.append(run_suite(f"f1-shard-{key.rsplit('/', 1)[-1]}", frame,
-                                     f1_expectations(languages, max_bytes)))
+            results.append(
+                run_suite(f"f1-shard-{key.rsplit('/', 1)[-1]}", frame, f1_expectations(languages, max_bytes))
+            )
     e = gx.expectations
     all_hashes = pd.DataFrame({"sha256": pd.concat(hashes, ignore_index=True) if hashes else []})
     results.append(
         run_suite("f1-corpus-sha256", all_hashes, [e.ExpectColumnValuesToBeUnique(column="sha256")])
     )
     stats = pd.DataFrame({"rows": [rows], "duplicate_ratio": [float(duplicate_ratio)]})
-    results.append(run_suite("f1-corpus", stats, [
-        e.ExpectColumnValuesToBeBetween(column="rows", min_value=1),
-        e.ExpectColumnValuesToBeBetween(
-            column="duplicate_ratio", min_value=0.0, max_value=max_duplicate_ratio
-        ),
-    ]))
+    results.append(
+        run_suite(
+            "f1-corpus",
+            stats,
+            [
+                e.ExpectColumnValuesToBeBetween(column="rows", min_value=1),
+                e.ExpectColumnValuesToBeBetween(
+                    column="duplicate_ratio", min_value=0.0, max_value=max_duplicate_ratio
+                ),
+            ],
+        )
+    )
     enforce("f1", results)
     return results

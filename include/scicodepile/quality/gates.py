@@ -92,14 +92,18 @@ def run_suite(name: str, frame: Any, expectations: list[Any]) -> GateResult:
         info = r.result or {}
         observed = info.get("observed_value")
         if observed is None and "unexpected_count" in info:
-            observed = {"unexpected_count": info.get("unexpected_count"),
-                        "examples": _jsonable(info.get("partial_unexpected_list", []))}
-        gate.outcomes.append(ExpectationOutcome(
-            expectation=r.expectation_config.type,
-            kwargs=dict(r.expectation_config.kwargs),
-            success=bool(r.success),
-            observed=observed,
-        ))
+            observed = {
+                "unexpected_count": info.get("unexpected_count"),
+                "examples": _jsonable(info.get("partial_unexpected_list", [])),
+            }
+        gate.outcomes.append(
+            ExpectationOutcome(
+                expectation=r.expectation_config.type,
+                kwargs=dict(r.expectation_config.kwargs),
+                success=bool(r.success),
+                observed=observed,
+            )
+        )
     return gate
 
 

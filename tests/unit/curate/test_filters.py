@@ -126,3 +126,12 @@ def test_redaction_of_keys_tokens_and_emails() -> None:
         "email": 1,
         "private_key": 1,
     }
+
+
+def test_alnum_fraction_ascii_fast_path_matches_unicode_rule() -> None:
+    from scicodepile.curate.filters.files import alnum_fraction
+
+    for text in ("a1 _;", "x = [1, 2]\n", "é1 ;", "日本語 ok"):
+        assert alnum_fraction(text) == pytest.approx(sum(c.isalnum() for c in text) / len(text))
+    out, counts = redact('MY_API_KEY = "abcdefgh12345678"\n@property\ndef f(): ...\n')
+    assert 'MY_API_KEY = "<SECRET>"' in out and "@property" in out and counts == {"secret_assignment": 1}

@@ -43,11 +43,17 @@ def line_stats(text: str) -> tuple[int, float]:
     return max(lengths), sum(lengths) / len(lengths)
 
 
+_ASCII_ALNUM = bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123))
+
+
 def alnum_fraction(text: str) -> float:
-    """Share of alphanumeric characters (StarCoder's ``alphanum_fraction``)."""
+    """Share of alphanumeric characters (StarCoder's ``alphanum_fraction``, Unicode-aware)."""
     if not text:
         return 0.0
-    return sum(ch.isalnum() for ch in text) / len(text)
+    if text.isascii():  # the common case, counted in C: bytes minus the non-alphanumeric ones
+        data = text.encode("ascii")
+        return (len(data) - len(data.translate(None, _ASCII_ALNUM))) / len(data)
+    return sum(map(str.isalnum, text)) / len(text)
 
 
 class StackFileFilter(Filter[ExtractedFile]):

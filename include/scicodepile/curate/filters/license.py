@@ -15,8 +15,13 @@ class LicenseFilter(Filter[RepoView]):
 
     name = "license"
 
-    def __init__(self, policy: str = "permissive", root: Path | None = None, files: list[str] | None = None,
-                 **kwargs: object) -> None:
+    def __init__(
+        self,
+        policy: str = "permissive",
+        root: Path | None = None,
+        files: list[str] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.policy = policy
         self.root = root

@@ -32,8 +32,15 @@ class RepoView:
     def from_row(cls, row: Any) -> RepoView:
         """From a :class:`scicodepile.db.models.Repository`."""
         return cls(
-            id=row.id, full_name=row.full_name, stars=row.stars, forks=row.forks, is_fork=row.is_fork,
-            archived=row.archived, size_kb=row.size_kb, license=row.license, description=row.description,
+            id=row.id,
+            full_name=row.full_name,
+            stars=row.stars,
+            forks=row.forks,
+            is_fork=row.is_fork,
+            archived=row.archived,
+            size_kb=row.size_kb,
+            license=row.license,
+            description=row.description,
             extra=dict(row.extra or {}),
         )
 
