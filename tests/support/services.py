@@ -123,6 +123,9 @@ def seaweedfs_s3(data_dir: Path, startup_timeout: float = 60.0) -> Iterator[S3Se
         f"-filer.port={ports['filer']}",
         "-s3",
         f"-s3.port={ports['s3']}",
+        # Catalog listeners default to fixed ports (8181, 9101): off, so parallel servers never collide.
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
         "-master.volumeSizeLimitMB=64",
         "-volume.max=50",
     ]
