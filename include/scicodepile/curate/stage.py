@@ -43,7 +43,7 @@ from scicodepile.db import record_rejection, session_scope, upsert
 from scicodepile.db.models import Artifact, File, Rejection, Repository, Snapshot
 from scicodepile.pipeline import Partition, StageReport, run_partition, shard_of
 from scicodepile.store import open_store
-from scicodepile.store.keys import dataset_prefix, safe_segment, shard_key
+from scicodepile.store.keys import dataset_prefix, safe_segment, shard_key, snapshot_key
 
 log = logging.getLogger("scicodepile")
 
@@ -121,8 +121,6 @@ def _signature_key(ctx: Any, index: int) -> str:
     return f"{_run_prefix(ctx, 'signatures')}/part-{index:05d}.parquet"
 
 
-def _snapshot_key(repo_id: int, commit: str, kind: str) -> str:
-    return f"snapshots/{repo_id}/{safe_segment(commit)}.{'tar.gz' if kind == 'dir' else kind}"
 
 
 def _languages(settings: Any) -> frozenset[str]:
@@ -270,7 +268,7 @@ class _ShardWork:
         """Store the fetched archive once (``snapshots/<repo id>/<commit>.<ext>``) and upsert its row."""
         from scicodepile.store.base import sha256_file
 
-        key = _snapshot_key(repo.id, commit, kind)
+        key = snapshot_key(repo.id, commit, kind)
         if kind == "dir":
             packed = path.parent / f".{path.name}-snapshot.tar.gz"
             if not self.store.exists(key) and extraction is not None:

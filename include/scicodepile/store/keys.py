@@ -13,8 +13,10 @@ def safe_segment(text: str) -> str:
     return cleaned[:200]
 
 
-def snapshot_key(repository_id: int, commit: str) -> str:
-    return f"snapshots/{repository_id}/{safe_segment(commit)}.tar.zst"
+def snapshot_key(repository_id: int, commit: str, kind: str = "tar.gz") -> str:
+    """A snapshot keeps its archive's own format (``tar.gz`` or ``zip``); folders are packed as tar.gz."""
+    ext = "tar.gz" if kind == "dir" else safe_segment(kind)
+    return f"snapshots/{repository_id}/{safe_segment(commit)}.{ext}"
 
 
 def dataset_prefix(kind: str, config_slug: str) -> str:
