@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from scicodepile.errors import ConfigError, SciCodePileError
-from scicodepile.pipeline import STAGES
+from scicodepile.pipeline import STAGES, format_details
 from scicodepile.runner import SOURCES
 
 log = logging.getLogger("scicodepile")
@@ -28,6 +28,7 @@ def _setup_logging(level: str, quiet: bool) -> None:
     )
     # Connection retries are ours to report, once, as a clear error: not one warning per retry.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
 def _settings_for(args: argparse.Namespace):
@@ -64,6 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, report in reports.items():
         rejected = ", ".join(f"{k}={v}" for k, v in sorted(report.rejected.items())) or "none"
         print(f"  {name:<10} kept {report.kept:>7}  rejected: {rejected}  ({report.seconds:.1f}s)")
+        for line in format_details(report.details, indent="             "):
+            print(line)
         for key in report.outputs[:5]:
             print(f"             -> {store.location(key)}")
         if len(report.outputs) > 5:

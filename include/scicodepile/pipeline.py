@@ -117,6 +117,29 @@ class StageReport:
         )
 
 
+def format_details(details: dict[str, Any], indent: str = "  ", width: int = 100) -> list[str]:
+    """Human-readable lines for a report's details: nested dicts become indented ``k=v`` lists."""
+    lines: list[str] = []
+
+    def flat(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={flat(v)}" for k, v in value.items()) or "-"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        if isinstance(value, list):
+            return ", ".join(map(str, value)) or "-"
+        return str(value)
+
+    for key, value in details.items():
+        if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+            lines.append(f"{indent}{key}:")
+            for sub, subvalue in value.items():
+                lines.append(f"{indent}  {sub}: {flat(subvalue)}"[: width + 40])
+        else:
+            lines.append(f"{indent}{key}: {flat(value)}"[: width + 40])
+    return lines
+
+
 class Step(ABC, Generic[T]):
     """A pipeline step: records in, records out, with counters by reason."""
 
