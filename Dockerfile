@@ -20,6 +20,11 @@ COPY include ./include
 COPY plugins ./plugins
 COPY dags ./dags
 COPY alembic.ini ./
+# The last step fails the build, not the deployment, when the library or the plugin does not import.
 RUN pip install --no-deps -e . && useradd --create-home --uid 50000 airflow \
- && mkdir -p /opt/airflow && chown -R airflow /opt/airflow
+ && mkdir -p /opt/airflow/logs && chown -R airflow /opt/airflow \
+ && AIRFLOW_HOME=/tmp/airflow-check python -c "import scicodepile.report, scicodepile_airflow.context, \
+scicodepile_airflow.ui.app" && rm -rf /tmp/airflow-check
 USER airflow
+WORKDIR /opt/airflow
+EXPOSE 8080 5555

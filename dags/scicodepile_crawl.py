@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.sdk import dag, task
+from airflow.sdk import CronDataIntervalTimetable, dag, task
 
 from scicodepile_airflow.assets import CANDIDATES
 from scicodepile_airflow.defaults import DEFAULT_ARGS, GITHUB_SEARCH_POOL, LLM_POOL, START_DATE, TAGS
@@ -32,7 +32,9 @@ from scicodepile_airflow.params import crawl_params
 
 @dag(
     dag_id="scicodepile_crawl",
-    schedule="@daily",
+    # a real data interval (yesterday 00:00 .. today 00:00) per run: the window a scheduled or backfill
+    # run crawls.  A plain "@daily" would give runs an empty interval (CronTriggerTimetable).
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=START_DATE,
     catchup=False,
     max_active_runs=3,

@@ -56,7 +56,7 @@ def window(context: dict[str, Any]) -> tuple[str | None, str | None]:
     run_type = str(getattr(dag_run, "run_type", "") or "").lower().split(".")[-1]
     if run_type in WINDOWED_RUN_TYPES:
         lo, hi = context.get("data_interval_start"), context.get("data_interval_end")
-        if lo is not None and hi is not None:
+        if lo is not None and hi is not None and hi > lo:  # a trigger timetable gives lo == hi
             return lo.isoformat(), hi.isoformat()
     return None, None
 
