@@ -7,6 +7,12 @@ our side gets), on the same JSONL file, with The Stack v2's parameters: 5-gram s
 stage and in total, the documents kept, and the clusters as ``[[line_index, cluster_id], ...]``
 (datatrove numbers documents by their line in the single input file, since one task reads it).
 
+It also writes ``WORKDIR/shingles.npz``: each document's set of shingle hashes exactly as datatrove's
+signature stage computed them (its own ``simplify_text``, spaCy word tokenizer and xxhash), so the
+bench can compute true Jaccard similarities under datatrove's tokenisation.  The arrays are recorded by
+keeping a reference to what ``get_shingles`` returns during the timed run (no extra work in the timed
+part; the sets are deduplicated and saved after the clock stops).
+
 Not part of the library: it imports datatrove, which the project's own venv does not have.
 """
 
@@ -19,8 +25,13 @@ import sys
 import time
 from pathlib import Path
 
+_RECORDED: list = []
+"""Shingle arrays returned by the signature stage, in document order (module level: the executor
+deep-copies the pipeline, so an attribute of the step would not survive)."""
+
 
 def main() -> None:
+    import numpy as np
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
         MinhashConfig,
@@ -45,12 +56,20 @@ def main() -> None:
         hash_config=HashConfig(precision=64, hash_fc="xxhash"),
     )
 
+    class RecordingSignature(MinhashDedupSignature):
+        """datatrove's signature step, unchanged, remembering the shingles it hashed."""
+
+        def get_shingles(self, text: str) -> np.ndarray:
+            shingles = super().get_shingles(text)
+            _RECORDED.append(shingles)
+            return shingles
+
     def reader() -> JsonlReader:
         return JsonlReader(str(source.parent), glob_pattern=source.name, text_key="text", id_key="id")
 
     stages = {
         "signatures": LocalPipelineExecutor(
-            pipeline=[reader(), MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)],
+            pipeline=[reader(), RecordingSignature(output_folder=str(work / "sigs"), config=config)],
             tasks=1,
             workers=1,
             logging_dir=str(work / "logs/sigs"),
@@ -103,6 +122,12 @@ def main() -> None:
         data = cluster_file.read_bytes()
         clusters = [list(pair) for pair in struct.iter_unpack("<2I", data)]
     kept = sum(1 for path in (work / "kept").glob("*.jsonl") for _ in path.open())
+    sets = [np.unique(s.reshape(-1)) for s in _RECORDED]
+    np.savez(
+        work / "shingles.npz",
+        values=np.concatenate(sets) if sets else np.empty(0, np.uint64),
+        offsets=np.cumsum([0] + [s.size for s in sets]),
+    )
     print(json.dumps({"seconds": seconds, "total_s": total, "kept": kept, "clusters": clusters}))
 
 

@@ -5,7 +5,8 @@ sharing one :class:`MinhashConfig` (The Stack v2 defaults: 5-gram token shingles
 25 bands of 10, Jaccard 0.7):
 
 1. :func:`write_signature_shard` per partition of files (parallel, streaming);
-2. :func:`find_duplicate_clusters` once over all signature shards (bounded memory, on-disk partitions);
+2. :func:`find_duplicate_clusters` once over all signature shards (bounded memory, on-disk partitions;
+   band collisions are verified against the full signatures unless ``MinhashConfig(verify=False)``);
 3. :func:`select_keepers` with the caller's ranking rule -> the doc_ids to drop.
 """
 

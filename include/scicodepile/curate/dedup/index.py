@@ -1,9 +1,22 @@
-"""The LSH index: band collisions -> union-find -> clusters, in bounded memory.
+"""The LSH index: band collisions -> (verification) -> union-find -> clusters, in bounded memory.
+
+Within a band, documents with equal band hashes form a run.  Without verification every member of a
+run is joined to the run's first document (a star).  With ``config.verify``, a run is ordered by a
+hash of each document's full signature, and two kinds of candidate edges are checked: each member with
+its predecessor (a chain, as datatrove pairs them) and each member not yet connected to the run's head
+with the head.  An edge is joined only when the two signatures agree on at least ``config.min_equal``
+of ``num_perm`` minima; pairs already in one component are not checked again.  Ordering by signature
+(not by position) keeps the answer independent of how documents were split into shards: documents with
+equal signatures are adjacent and always joined, so swapping them changes nothing.
 
 Memory bound (documented because the corpus is 3.26 million files and must never sit in RAM):
 
 * the texts are never here, only signature shards (``doc_id`` + one uint64 per band);
 * the union-find is one ``int64`` array over all documents: 8 bytes x N (26 MB at 3.26 M);
+* with verification, the signatures are copied from the shards into one memory-mapped file under
+  ``workdir`` (``4 x num_perm`` bytes a document on disk: 3.3 GB at 3.26 M; pages are read on demand
+  for the pairs being checked, in blocks of ``_VERIFY_BLOCK`` pairs), plus an 8-byte order key per
+  document;
 * bands are processed one at a time, and each band's hashes are split by ``hash mod P`` into ``P``
   partitions spilled to files under ``workdir``; a partition is sorted alone, so the working set is
   about ``_BYTES_PER_ENTRY x N / P`` bytes.  ``P`` is the smallest number that fits
@@ -25,16 +38,22 @@ from pathlib import Path
 import numpy as np
 
 from scicodepile.curate.dedup.config import MinhashConfig
-from scicodepile.curate.dedup.minhash import SCHEMA_VERSION
+from scicodepile.curate.dedup.minhash import MINHASH_COLUMN, SCHEMA_VERSION, mix64
 from scicodepile.errors import ConfigError
 from scicodepile.store.base import ObjectStore
 
-_BYTES_PER_ENTRY = 48
-"""Per document in a partition: hash + id (16), the argsort (8), sorted copies (16), edge masks."""
+_BYTES_PER_ENTRY = 64
+"""Per document in a partition: hash + key + id (24), the argsort (8), sorted copies (24), edge masks."""
+
+_VERIFY_BLOCK = 8192
+"""Candidate pairs checked at once: 2 x 8192 signatures of 1 KB = 16 MB."""
+
+_READ_ROWS = 65536
+"""Rows of a shard's signature column copied to the memory map at once."""
 
 DEFAULT_MEMORY_BUDGET = 512 * 1024 * 1024
 
-_ENTRY = np.dtype([("h", "<u8"), ("g", "<i8")])
+_ENTRY = np.dtype([("h", "<u8"), ("k", "<u8"), ("g", "<i8")])
 
 
 def partitions_for(n_docs: int, memory_budget_bytes: int) -> int:
@@ -85,23 +104,97 @@ class UnionFind:
             parent[:] = grand
 
 
-def _star_edges(hashes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges joining every document to the first of its run of equal hashes (sorted in place).
+class _Verifier:
+    """Checks candidate pairs against the full signatures kept in a memory-mapped file."""
 
-    A star rather than a chain keeps the union-find shallow for big clusters (thousands of copies of
-    the same boilerplate file).
+    def __init__(self, signatures: np.ndarray, min_equal: int) -> None:
+        self.signatures = signatures
+        self.min_equal = min_equal
+        self.checked = 0
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Boolean mask: pair ``(a[i], b[i])`` agrees on at least ``min_equal`` minima."""
+        self.checked += a.size
+        ok = np.empty(a.size, dtype=bool)
+        for lo in range(0, a.size, _VERIFY_BLOCK):
+            hi = lo + _VERIFY_BLOCK
+            equal = np.count_nonzero(self.signatures[a[lo:hi]] == self.signatures[b[lo:hi]], axis=1)
+            ok[lo:hi] = equal >= self.min_equal
+        return ok
+
+
+def _join_verified(uf: UnionFind, a: np.ndarray, b: np.ndarray, verify: _Verifier) -> None:
+    """Union the pairs not yet in one component that pass ``verify``."""
+    if a.size == 0:
+        return
+    apart = uf.find(a) != uf.find(b)
+    a, b = a[apart], b[apart]
+    if a.size:
+        ok = verify(a, b)
+        uf.union(a[ok], b[ok])
+
+
+def _union_runs(
+    uf: UnionFind,
+    hashes: np.ndarray,
+    ids: np.ndarray,
+    keys: np.ndarray | None = None,
+    verify: _Verifier | None = None,
+) -> None:
+    """Join the documents of each run of equal ``hashes`` (see the module docstring).
+
+    Without ``verify``: a star to the run's first document rather than a chain keeps the union-find
+    shallow for big clusters (thousands of copies of the same boilerplate file).
     """
-    order = np.argsort(hashes, kind="stable")
+    order = np.argsort(hashes, kind="stable") if keys is None else np.lexsort((keys, hashes))
     h = hashes[order]
     g = ids[order]
     same = h[1:] == h[:-1]
     if not same.any():
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    run_start = np.flatnonzero(np.concatenate(([True], ~same)))
-    run_of = np.cumsum(np.concatenate(([True], ~same))) - 1
-    head = g[run_start][run_of]
-    member = np.concatenate(([False], same))
-    return head[member], g[member]
+        return
+    new_run = np.concatenate(([True], ~same))
+    run_of = np.cumsum(new_run) - 1
+    head = g[np.flatnonzero(new_run)][run_of]
+    member = ~new_run
+    if verify is None:
+        uf.union(head[member], g[member])
+        return
+    _join_verified(uf, g[:-1][same], g[1:][same], verify)  # chain: each member with its predecessor
+    _join_verified(uf, head[member], g[member], verify)  # star: members still apart from their head
+
+
+def _signature_keys(signatures: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each full signature row: equal signatures, equal keys."""
+    weights = np.random.Generator(np.random.PCG64(0x5C1C0DE)).integers(
+        0, 2**64, size=signatures.shape[1], dtype=np.uint64, endpoint=False
+    ) | np.uint64(1)
+    acc = np.zeros(signatures.shape[0], dtype=np.uint64)
+    for j in range(signatures.shape[1]):
+        acc += signatures[:, j].astype(np.uint64) * weights[j]
+    return mix64(acc)
+
+
+def _load_signatures(
+    paths: list[Path], offsets: np.ndarray, config: MinhashConfig, target: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """Copy every shard's minima into one memory map at ``target``; return it and the order keys."""
+    import pyarrow.parquet as pq
+
+    n_docs = int(offsets[-1])
+    signatures = np.lib.format.open_memmap(
+        target, mode="w+", dtype=np.uint32, shape=(n_docs, config.num_perm)
+    )
+    keys = np.empty(n_docs, dtype=np.uint64)
+    for i, path in enumerate(paths):
+        row = int(offsets[i])
+        shard = pq.ParquetFile(path)
+        for batch in shard.iter_batches(batch_size=_READ_ROWS, columns=[MINHASH_COLUMN], use_threads=False):
+            block = batch.column(0).flatten().to_numpy().reshape(-1, config.num_perm)
+            signatures[row : row + block.shape[0]] = block
+            keys[row : row + block.shape[0]] = _signature_keys(block)
+            row += block.shape[0]
+    signatures.flush()
+    return signatures, keys
 
 
 def _check_shard(path: Path, key: str, config: MinhashConfig) -> int:
@@ -135,8 +228,9 @@ def find_duplicate_clusters(
 ) -> dict[str, str]:
     """Map every document that has a near duplicate to its cluster id (its cluster's smallest doc_id).
 
-    Two documents are linked when their hashes agree on any band (LSH); clusters are the connected
-    components (so A~B and B~C puts A, B, C together, as in datatrove and The Stack).  Documents
+    Two documents are linked when their hashes agree on any band (LSH) and, with ``config.verify``,
+    their full signatures estimate a Jaccard of at least ``config.threshold``; clusters are the
+    connected components (so A~B and B~C puts A, B, C together, as in datatrove and The Stack).  Documents
     without a duplicate are absent from the result.  The answer does not depend on how documents
     were split into shards or on shard order.  ``workdir`` receives the downloaded shards and spill
     files and is cleaned afterwards.  See the module docstring for the memory bound.
@@ -159,15 +253,22 @@ def find_duplicate_clusters(
         if n_docs == 0:
             return {}
         uf = UnionFind(n_docs)
+        verify: _Verifier | None = None
+        keys: np.ndarray | None = None
+        if config.verify:
+            signatures, keys = _load_signatures(paths, offsets, config, local / "signatures.npy")
+            verify = _Verifier(signatures, config.min_equal)
         n_parts = partitions_for(n_docs, memory_budget_bytes)
         for column in config.band_columns:
             if n_parts == 1:
                 hashes = np.concatenate([_band_column(p, column) for p in paths])
-                uf.union(*_star_edges(hashes, np.arange(n_docs, dtype=np.int64)))
+                _union_runs(uf, hashes, np.arange(n_docs, dtype=np.int64), keys, verify)
                 del hashes
             else:
-                _union_band_partitioned(uf, paths, offsets, column, n_parts, local / "spill")
+                _union_band_partitioned(uf, paths, offsets, column, n_parts, local / "spill", keys, verify)
             uf.compress()
+        if verify is not None:
+            del verify, signatures
         roots = uf.compress()
         sizes = np.bincount(roots, minlength=n_docs)
         in_cluster = sizes[roots] >= 2
@@ -191,7 +292,14 @@ def find_duplicate_clusters(
 
 
 def _union_band_partitioned(
-    uf: UnionFind, paths: list[Path], offsets: np.ndarray, column: str, n_parts: int, spill: Path
+    uf: UnionFind,
+    paths: list[Path],
+    offsets: np.ndarray,
+    column: str,
+    n_parts: int,
+    spill: Path,
+    keys: np.ndarray | None = None,
+    verify: _Verifier | None = None,
 ) -> None:
     """One band with its (hash, doc) pairs split by ``hash mod n_parts`` into sorted-alone files."""
     spill.mkdir(parents=True, exist_ok=True)
@@ -202,6 +310,7 @@ def _union_band_partitioned(
             entries = np.empty(hashes.size, dtype=_ENTRY)
             entries["h"] = hashes
             entries["g"] = np.arange(offsets[i], offsets[i + 1], dtype=np.int64)
+            entries["k"] = 0 if keys is None else keys[offsets[i] : offsets[i + 1]]
             part = hashes % np.uint64(n_parts)
             order = np.argsort(part, kind="stable")
             bounds = np.searchsorted(part[order], np.arange(n_parts + 1, dtype=np.uint64))
@@ -217,4 +326,5 @@ def _union_band_partitioned(
         entries = np.fromfile(path, dtype=_ENTRY)
         path.unlink()
         if entries.size > 1:
-            uf.union(*_star_edges(entries["h"].copy(), entries["g"].copy()))
+            keys_p = None if keys is None else entries["k"].copy()
+            _union_runs(uf, entries["h"].copy(), entries["g"].copy(), keys_p, verify)

@@ -17,8 +17,9 @@ Everything is numpy over the UTF-8 bytes, no Python loop per token:
   independent random permutations for min-wise hashing; a unit test checks the Jaccard estimate
   against the true value), one ``(shingles x num_perm)`` block at a time, reduced with ``min``.
 
-Each band's ``rows`` minima are folded into one 64-bit hash; a signature shard stores ``doc_id`` and
-one ``uint64`` column per band, which is all the index needs.
+Each band's ``rows`` minima are folded into one 64-bit hash; a signature shard stores ``doc_id``, one
+``uint64`` column per band (all plain LSH needs) and, when ``config.verify``, the ``num_perm`` minima
+themselves (``minhashes``, a fixed-size list of uint32) so the index can check each candidate pair.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ _CHUNK_ROWS = 2048
 _BATCH_DOCS = 512
 """Documents hashed together (amortises numpy call overhead over many small files)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped when the hashing changes, so old signature shards are refused instead of mismatched."""
+
+MINHASH_COLUMN = "minhashes"
+"""Shard column with all ``num_perm`` minima of a document (only when ``config.verify``)."""
 
 _WORD = np.zeros(256, dtype=bool)
 for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
@@ -179,8 +183,9 @@ def band_hashes(signatures: np.ndarray, config: MinhashConfig) -> np.ndarray:
 def signature_batches(
     docs: Iterable[tuple[str, str]], config: MinhashConfig, batch_docs: int = _BATCH_DOCS
 ) -> Iterator[tuple[list[str], np.ndarray, list[str]]]:
-    """Yield ``(doc_ids, band_hashes, skipped_doc_ids)`` per batch of documents.
+    """Yield ``(doc_ids, signatures, skipped_doc_ids)`` per batch of documents.
 
+    ``signatures`` is ``(len(doc_ids), num_perm)`` uint32 (:func:`minhash_signatures`);
     ``skipped_doc_ids`` have fewer than ``ngram`` tokens, hence no signature.
     """
     ids: list[str] = []
@@ -194,10 +199,10 @@ def signature_batches(
         else:
             skipped.append(doc_id)
         if len(ids) + len(skipped) >= batch_docs:
-            yield ids, band_hashes(minhash_signatures(shingles, config), config), skipped
+            yield ids, minhash_signatures(shingles, config), skipped
             ids, shingles, skipped = [], [], []
     if ids or skipped:
-        yield ids, band_hashes(minhash_signatures(shingles, config), config), skipped
+        yield ids, minhash_signatures(shingles, config), skipped
 
 
 def _schema(config: MinhashConfig) -> Any:  # pyarrow.Schema
@@ -205,6 +210,8 @@ def _schema(config: MinhashConfig) -> Any:  # pyarrow.Schema
 
     fields = [pa.field("doc_id", pa.string(), nullable=False)]
     fields += [pa.field(name, pa.uint64(), nullable=False) for name in config.band_columns]
+    if config.verify:
+        fields.append(pa.field(MINHASH_COLUMN, pa.list_(pa.uint32(), config.num_perm), nullable=False))
     meta = {"scicodepile.minhash": json.dumps({"slug": config.slug, "schema_version": SCHEMA_VERSION})}
     return pa.schema(fields, metadata=meta)
 
@@ -214,8 +221,8 @@ def write_signature_shard(
 ) -> dict[str, Any]:
     """Hash ``(doc_id, text)`` pairs into a Parquet signature shard at ``key``; return its manifest.
 
-    Streams: memory holds one batch of documents plus ``8 * bands`` bytes per document written, never
-    the texts of the whole shard.  The shard is uploaded atomically, then a manifest beside it
+    Streams: memory holds one batch of documents and its signatures, never the texts of the whole
+    shard.  The shard is uploaded atomically, then a manifest beside it
     (``<key without .parquet>.manifest.json``) whose presence marks the shard complete.  The manifest
     counts ``rows`` (documents with a signature) and ``skipped_short`` (too few tokens to shingle).
     """
@@ -226,13 +233,17 @@ def write_signature_shard(
     rows = skipped = 0
     with tempfile.TemporaryDirectory(prefix="scp-minhash-") as tmp:
         path = Path(tmp) / "signatures.parquet"
-        with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-            for ids, bands, skipped_ids in signature_batches(docs, config):
+        with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False) as writer:
+            for ids, signatures, skipped_ids in signature_batches(docs, config):
                 skipped += len(skipped_ids)
                 if not ids:
                     continue
+                bands = band_hashes(signatures, config)
                 columns = [pa.array(ids, pa.string())]
                 columns += [pa.array(bands[:, b]) for b in range(config.bands)]
+                if config.verify:
+                    flat = pa.array(signatures.reshape(-1))
+                    columns.append(pa.FixedSizeListArray.from_arrays(flat, config.num_perm))
                 writer.write_table(pa.Table.from_arrays(columns, schema=schema))
                 rows += len(ids)
         size = store.put_file(key, path, "application/vnd.apache.parquet")

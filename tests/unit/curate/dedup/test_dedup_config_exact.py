@@ -20,6 +20,16 @@ def test_defaults_are_the_stack_v2_and_slug_is_stable() -> None:
     assert config.candidate_probability(0.9) > 0.99 > 0.01 > config.candidate_probability(0.4)
 
 
+def test_verification_is_on_by_default_and_named_when_off() -> None:
+    config = MinhashConfig()
+    assert config.verify and config.min_equal == 175  # 0.7 of 250 minima, no float rounding slip
+    assert MinhashConfig(verify=False).slug == "minhash-5g-250p-25b-0.7-noverify"
+    assert MinhashConfig(seed=3, verify=False).slug == "minhash-5g-250p-25b-0.7-s3-noverify"
+    assert MinhashConfig(num_perm=200, bands=20, threshold=0.75).min_equal == 150
+    with pytest.raises(ConfigError, match="verify"):
+        MinhashConfig(verify="yes")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "setting"),
     [

@@ -139,10 +139,18 @@ def test_signature_shard_layout_manifest_and_short_docs(store: LocalObjectStore,
     assert manifest["config"] == CONFIG.slug and manifest["bytes"] == store.stat("sig/x.parquet").size
     assert json.loads(store.get_bytes("sig/x.manifest.json")) == manifest
     table = pq.read_table(store.get_file("sig/x.parquet", tmp_path / "x.parquet"))
-    assert table.column_names == ["doc_id", *CONFIG.band_columns]
+    assert table.column_names == ["doc_id", *CONFIG.band_columns, "minhashes"]
     assert str(table.schema.field("band_000").type) == "uint64"
     rows = table.to_pylist()
     assert rows[0]["doc_id"] == "a" and rows[0] == {**rows[1], "doc_id": "a"}  # same text, same bands
+    sig = np.array([rows[0]["minhashes"]], dtype=np.uint32)
+    assert sig.shape == (1, CONFIG.num_perm)
+    assert minhash_mod.band_hashes(sig, CONFIG)[0].tolist() == [rows[0][c] for c in CONFIG.band_columns]
+    plain = MinhashConfig(verify=False)  # without verification the minima are not stored
+    write_signature_shard(store, "sig/p.parquet", iter(docs), plain)
+    plain_table = pq.read_table(store.get_file("sig/p.parquet", tmp_path / "p.parquet"))
+    assert plain_table.column_names == ["doc_id", *plain.band_columns]
+    assert plain_table.drop(["doc_id"]).equals(table.drop(["doc_id", "minhashes"]))
 
 
 def test_signatures_are_deterministic_and_seeded(store: LocalObjectStore, tmp_path: Path) -> None:
@@ -193,10 +201,13 @@ def test_shard_by_shard_equals_all_at_once(store, tmp_path, corpus) -> None:
     assert len(whole) > 10
 
 
-def test_memory_bounded_path_matches_in_memory(store, tmp_path, corpus, monkeypatch) -> None:
+@pytest.mark.parametrize("verify", [True, False])
+def test_memory_bounded_path_matches_in_memory(store, tmp_path, corpus, monkeypatch, verify) -> None:
     docs, _ = corpus
-    items = list(docs.items())
-    in_memory = index(store, tmp_path / "mem", [items[:40], items[40:]])
+    items = list(docs.items()) + list(borderline_pairs()[0].items())
+    config = MinhashConfig(verify=verify)
+    in_memory = index(store, tmp_path / "mem", [items[:40], items[40:]], config)
+    assert len(in_memory) > 10
     budget = 256  # bytes: forces many on-disk partitions per band
     assert partitions_for(len(items), budget) > 10
     spilled: list[int] = []
@@ -207,17 +218,65 @@ def test_memory_bounded_path_matches_in_memory(store, tmp_path, corpus, monkeypa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(index_mod, "_union_band_partitioned", spy)
-    bounded = index(store, tmp_path / "disk", [items[:40], items[40:]], memory_budget_bytes=budget)
+    bounded = index(store, tmp_path / "disk", [items[:40], items[40:]], config, memory_budget_bytes=budget)
     assert bounded == in_memory
-    assert len(spilled) == CONFIG.bands and min(spilled) > 10
+    assert len(spilled) == config.bands and min(spilled) > 10
     assert not any((tmp_path / "disk" / "work").iterdir())  # spill files cleaned up
 
 
+LOOSE = {"num_perm": 250, "bands": 50, "rows": 5, "threshold": 0.55}
+"""LSH midpoint 0.46: pairs of Jaccard 0.3-0.4 become candidates often, so verification has work."""
+
+
+def borderline_pairs() -> tuple[dict[str, str], dict[tuple[str, str], float]]:
+    """40 pairs far below 0.55 (about 0.2-0.4) and 10 pairs far above (about 0.9), with true Jaccard."""
+    rng = random.Random(21)
+    docs: dict[str, str] = {}
+    truth: dict[tuple[str, str], float] = {}
+    for i in range(50):
+        base = make_doc(rng, 500)
+        rate = 0.135 if i < 40 else 0.005
+        a, b = f"pair-{i:02d}-a", f"pair-{i:02d}-b"
+        docs[a], docs[b] = render(base), render(mutate(rng, base, rate))
+        truth[(a, b)] = true_jaccard(docs[a], docs[b])
+    return docs, truth
+
+
+def test_verification_drops_band_collisions_below_the_threshold(store, tmp_path) -> None:
+    docs, truth = borderline_pairs()
+    assert sum(j < 0.45 for j in truth.values()) == 40 and sum(j > 0.85 for j in truth.values()) == 10
+    items = list(docs.items())
+    plain = index(store, tmp_path / "plain", [items], MinhashConfig(**LOOSE, verify=False))
+    verified = index(store, tmp_path / "verified", [items], MinhashConfig(**LOOSE))
+
+    def joined(clusters: dict[str, str]) -> set[tuple[str, str]]:
+        return {pair for pair in truth if pair[0] in clusters and clusters[pair[0]] == clusters.get(pair[1])}
+
+    high = {pair for pair, j in truth.items() if j > 0.85}
+    false_plain = joined(plain) - high
+    assert len(false_plain) >= 3, "the loose bands should let some dissimilar pairs collide"
+    assert joined(verified) == high  # every true pair kept, every dissimilar collision refused
+    assert set(verified) == {d for pair in high for d in pair}  # no other document joined
+
+
+def test_verified_clusters_do_not_depend_on_shard_order(store, tmp_path, corpus) -> None:
+    docs = {**corpus[0], **borderline_pairs()[0]}
+    config = MinhashConfig(**LOOSE)
+    items = list(docs.items())
+    whole = index(store, tmp_path / "one", [items], config)
+    for seed in (1, 2, 3):
+        shuffled = items[:]
+        random.Random(seed).shuffle(shuffled)
+        split = [shuffled[i::4] for i in range(4)]
+        assert index(store, tmp_path / f"split-{seed}", split, config) == whole
+
+
 def test_signatures_of_another_config_are_refused(store: LocalObjectStore, tmp_path: Path) -> None:
-    other = MinhashConfig(seed=4)
-    write_signature_shard(store, "sig/other.parquet", [("a", "one two three four five six")], other)
-    with pytest.raises(ConfigError, match="recompute"):
-        find_duplicate_clusters(store, ["sig/other.parquet"], CONFIG, tmp_path)
+    for i, other in enumerate((MinhashConfig(seed=4), MinhashConfig(verify=False))):
+        key = f"sig/other-{i}.parquet"
+        write_signature_shard(store, key, [("a", "one two three four five six")], other)
+        with pytest.raises(ConfigError, match="recompute"):
+            find_duplicate_clusters(store, [key], CONFIG, tmp_path)
     assert find_duplicate_clusters(store, [], CONFIG, tmp_path) == {}
 
 
