@@ -192,6 +192,10 @@ class Settings(BaseSettings):
     dedup_memory_budget_mb: int = Field(
         default=512, ge=1, description="Working memory of the LSH index per band partition (MiB)."
     )
+    dedup_verify: bool = Field(
+        default=True,
+        description="Join an LSH candidate pair only if the full signatures estimate Jaccard >= threshold.",
+    )
 
     # -- orchestration (issue: orchestration) -------------------------------------------------
     # (orchestration fields go here)
