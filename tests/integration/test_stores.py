@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pyarrow.parquet as pq
 import pytest
@@ -84,12 +85,14 @@ def test_readers_never_see_a_partial_object(local_settings) -> None:
 
 
 def test_postgres_migrations_and_idempotent_upsert(pg_settings) -> None:
-    row = {"source": "github", "source_id": "42", "full_name": "o/r", "stars": 10, "topics": ["chem"]}
+    # The session's database is shared with other tests: use a key of this test's own.
+    source_id = f"upsert-test-{uuid.uuid4().hex}"
+    row = {"source": "github", "source_id": source_id, "full_name": "o/r", "stars": 10, "topics": ["chem"]}
     with session_scope(pg_settings) as s:
         upsert(s, Repository, [row], keys=["source", "source_id"])
         upsert(s, Repository, [{**row, "stars": 11}], keys=["source", "source_id"])
     with session_scope(pg_settings) as s:
-        repos = s.scalars(select(Repository)).all()
+        repos = s.scalars(select(Repository).where(Repository.source_id == source_id)).all()
     assert [(r.full_name, r.stars, r.topics) for r in repos] == [("o/r", 11, ["chem"])]
 
 
