@@ -5,7 +5,9 @@ Connections (all optional; the environment's SCICODEPILE_* settings apply where 
 - ``scicodepile_s3``: host:port, login = access key, password = secret key, extra ``{"bucket": ...,
   "secure": false}``;
 - ``github_default``: password = GitHub token, host = API base URL (GitHub Enterprise);
-- ``tgi_default``: host = TGI endpoint URL(s), extra ``{"model": ...}``.
+- ``tgi_default``: host = TGI endpoint URL(s), comma-separated; password = bearer token if any;
+  extra ``{"model": ..., "api": "tgi" | "openai"}``;
+- ``tgi_judge``: the same for the second (judge) model.
 """
 
 from __future__ import annotations
@@ -49,5 +51,26 @@ def library_settings(**overrides: Any):
             values["github_token"] = gh.password
         if gh.host:
             values["github_api_url"] = gh.host
+    for conn_id, prefix in (("tgi_default", "llm"), ("tgi_judge", "llm_judge")):
+        if (llm := _connection(conn_id)) is None:
+            continue
+        extra = llm.extra_dejson or {}
+        if llm.host:
+            values[f"{prefix}_endpoints"] = _endpoint_urls(llm)
+        if extra.get("model"):
+            values[f"{prefix}_model"] = extra["model"]
+        if extra.get("api"):
+            values[f"{prefix}_api"] = extra["api"]
+        if prefix == "llm" and llm.password:
+            values["llm_api_key"] = llm.password
     values.update(overrides)
     return load_settings(**values)
+
+
+def _endpoint_urls(conn: Any) -> str:
+    """``host`` may hold one URL, several comma-separated URLs, or a bare host with ``port``/schema."""
+    host = conn.host.strip()
+    if "://" in host or "," in host:
+        return host
+    scheme = conn.schema or "http"
+    return f"{scheme}://{host}:{conn.port}" if conn.port else f"{scheme}://{host}"
