@@ -248,7 +248,10 @@ def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout,
 
     # repositories: each one kept or rejected with the expected reason, in the table and the report
     with session_scope(settings) as s:
-        repos = {r.full_name: r for r in s.scalars(select(Repository))}
+        # the session's database is shared: look at this source's repositories only
+        repos = {
+            r.full_name: r for r in s.scalars(select(Repository).where(Repository.full_name.in_(expected)))
+        }
         outcome = {n: ("kept" if r.status == "kept" else r.rejection_reason) for n, r in repos.items()}
         assert outcome == expected
         for name, reason in expected.items():
@@ -270,9 +273,9 @@ def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout,
         assert "readme_injection_suspected" in repos["cakes"].extra["readme_check"]["flags"]
         # every file of every kept repository: kept or with a reason (nothing lost)
         files = s.execute(
-            select(File.path, File.kept, File.rejection_reason, Repository.full_name).join(
-                Repository, Repository.id == File.repository_id
-            )
+            select(File.path, File.kept, File.rejection_reason, Repository.full_name)
+            .join(Repository, Repository.id == File.repository_id)
+            .where(Repository.full_name.in_(expected))
         ).all()
         by_path = {(r, p): (k, why) for p, k, why, r in files}
         assert all(k or why for k, why in by_path.values())
@@ -307,7 +310,12 @@ def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout,
             "hard": "hardlink_escape",
             "dev": "special_file",
         }
-        snapshots = s.scalar(select(func.count()).select_from(Snapshot))
+        snapshots = s.scalar(
+            select(func.count())
+            .select_from(Snapshot)
+            .join(Repository, Repository.id == Snapshot.repository_id)
+            .where(Repository.full_name.in_(expected))
+        )
         assert snapshots == len(expected) - 2  # every repository that reached fetch (not tiny, removed)
     assert not (tmp_path / "escaped.py").exists() and not Path("/tmp/absolute.py").exists()
     assert not any((settings.var_dir / "work" / "curate").iterdir())  # scratch cleaned up
@@ -368,20 +376,28 @@ def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout,
             s.scalar(select(func.count()).select_from(File)),
             s.scalar(select(func.count()).select_from(Rejection)),
         )
-        validated = s.scalars(select(Artifact.validated).where(Artifact.stage == "curate")).all()
-    assert before == after and validated and all(validated)
+        validated = s.scalars(select(Artifact.validated).where(Artifact.key.in_(report.outputs))).all()
+    assert before == after and len(validated) == len(report.outputs) and all(validated)
+    assert all("/run=it/" in k for k in report.outputs)
 
 
 def test_failed_gate_names_the_expectation(pg_settings, source, optout) -> None:
     root, _ = source
+    # a config of its own (another size cap: another F1 slug), so every repository is curated afresh
+    # even though the session's shared database saw the same names in the test above
     settings = pg_settings.model_copy(
-        update={"curate_optout_file": optout, "curate_max_duplicate_ratio": 0.0}
+        update={
+            "curate_optout_file": optout,
+            "curate_max_duplicate_ratio": 0.0,
+            "curate_max_file_bytes": pg_settings.curate_max_file_bytes - 1,
+        }
     )
     with pytest.raises(QualityGateFailed) as err:
         run_stage(settings, root, run="strict")
     assert "expect_column_values_to_be_between" in str(err.value) and "duplicate_ratio" in str(err.value)
     with session_scope(settings) as s:
-        assert s.scalars(select(Artifact.validated).where(Artifact.stage == "curate")).all() == [False, False]
+        marks = s.scalars(select(Artifact.validated).where(Artifact.key.like("%/run=strict/%"))).all()
+    assert marks == [False, False]
 
 
 def test_curate_on_s3_stores_snapshots_once(s3_settings, tmp_path) -> None:

@@ -1,5 +1,6 @@
 """The F1 gate: no null content, unique sha256, languages in the allowed set, sizes in bounds,
-non-empty output, duplicate ratio within bounds.
+non-empty output, duplicate ratio within bounds; for an F1 made of several runs, no sha256 twice in the
+union and every live row accounted for by the database.
 
 Per-shard checks run shard by shard (bounded memory); uniqueness of sha256 runs over the sha256
 column of all shards together; the table-level checks (row count, duplicate ratio) over one row of
@@ -8,7 +9,7 @@ corpus statistics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scicodepile.quality.gates import GateResult, enforce, run_suite
@@ -39,8 +40,15 @@ def validate_f1(
     max_bytes: int,
     duplicate_ratio: float,
     max_duplicate_ratio: float,
+    union: Mapping[str, int] | None = None,
 ) -> list[GateResult]:
-    """Run the F1 suites over the published shards; raise QualityGateFailed on any failure."""
+    """Run the F1 suites over the published shards; raise QualityGateFailed on any failure.
+
+    ``shard_keys`` are the shards to check row by row (a run's new shards).  ``union`` carries figures
+    of the whole F1 when it is the union of several runs (``rows``: live rows, ``duplicate_sha256``,
+    ``unaccounted_rows``: live rows the database does not account for); the non-empty check then
+    applies to the whole F1, and the union must hold no sha256 twice and no unaccounted row.
+    """
     import great_expectations as gx
     import pandas as pd
 
@@ -63,6 +71,24 @@ def validate_f1(
     results.append(
         run_suite("f1-corpus-sha256", all_hashes, [e.ExpectColumnValuesToBeUnique(column="sha256")])
     )
+    if union is not None:
+        rows = int(union["rows"])
+        figures = pd.DataFrame(
+            {
+                "duplicate_sha256": [int(union["duplicate_sha256"])],
+                "unaccounted_rows": [int(union["unaccounted_rows"])],
+            }
+        )
+        results.append(
+            run_suite(
+                "f1-union",
+                figures,
+                [
+                    e.ExpectColumnValuesToBeBetween(column="duplicate_sha256", min_value=0, max_value=0),
+                    e.ExpectColumnValuesToBeBetween(column="unaccounted_rows", min_value=0, max_value=0),
+                ],
+            )
+        )
     stats = pd.DataFrame({"rows": [rows], "duplicate_ratio": [float(duplicate_ratio)]})
     results.append(
         run_suite(
