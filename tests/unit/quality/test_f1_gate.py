@@ -70,3 +70,34 @@ def test_duplicate_sha_across_shards_fails(store) -> None:
     write_shard(store, "f1/x/part-00001.parquet", [row(1, path="copy.py")])
     with pytest.raises(QualityGateFailed, match="f1-corpus-sha256"):
         gate(store, ["f1/x/part-00000.parquet", "f1/x/part-00001.parquet"])
+
+
+@pytest.mark.parametrize(
+    ("union", "expected"),
+    [
+        ({"rows": 7, "duplicate_sha256": 1, "unaccounted_rows": 0}, "column='duplicate_sha256'"),
+        ({"rows": 7, "duplicate_sha256": 0, "unaccounted_rows": 2}, "column='unaccounted_rows'"),
+        ({"rows": 0, "duplicate_sha256": 0, "unaccounted_rows": 0}, "column='rows'"),
+    ],
+)
+def test_union_figures_gate_an_incremental_f1(store, union: dict, expected: str) -> None:
+    """A run with no new shard passes on a non-empty, consistent union; a bad union names its figure."""
+    assert all(
+        r.success for r in gate_union(store, {"rows": 7, "duplicate_sha256": 0, "unaccounted_rows": 0})
+    )
+    with pytest.raises(QualityGateFailed) as err:
+        gate_union(store, union)
+    assert "f1-union" in str(err.value) or "f1-corpus" in str(err.value)
+    assert expected in str(err.value)
+
+
+def gate_union(store, union: dict) -> list:
+    return validate_f1(
+        store,
+        [],
+        languages={"Python"},
+        max_bytes=1000,
+        duplicate_ratio=0.0,
+        max_duplicate_ratio=0.5,
+        union=union,
+    )
