@@ -969,7 +969,12 @@ def _decide(
 
 def dedup_corpus(ctx: Any, reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Exact then near-duplicate removal of this run's new files, against each other and against every
-    file already published under this config (which always stays); one file kept per cluster."""
+    file already published under this config (which always stays); one file kept per cluster.
+
+    Memory: the near-dup index is bounded (see :mod:`scicodepile.curate.dedup.index`); the exact step
+    holds an id and a sha256 per NEW file of this run (about 250 bytes each), so a first run at full
+    scale can be split into several runs (``limit``): later runs dedup against the earlier ones.
+    """
     store = open_store(ctx.settings)
 
     def work() -> StageReport:
@@ -980,8 +985,15 @@ def dedup_corpus(ctx: Any, reports: list[dict[str, Any]]) -> dict[str, Any]:
         run_ids = _run_file_ids(store, ctx, reports)
         with session_scope(ctx.settings) as s:
             # a rerun re-decides this run's files (and only them): earlier dedup drops are undone first
-            info = _file_info(s, run_ids)
-            subjects = [info[str(i)]["subject"][:1024] for i in run_ids if str(i) in info]
+            dropped_before = [
+                int(fid)
+                for ids in _chunks(run_ids)
+                for fid in s.scalars(
+                    select(File.id).where(File.id.in_(ids), File.rejection_reason.in_(DEDUP_REASONS))
+                )
+            ]
+            info = _file_info(s, dropped_before)
+            subjects = [v["subject"][:1024] for v in info.values()]
             for ids in _chunks(run_ids):
                 s.execute(
                     update(File)
@@ -1015,9 +1027,13 @@ def dedup_corpus(ctx: Any, reports: list[dict[str, Any]]) -> dict[str, Any]:
             published: dict[int, tuple[str, str]] = {}
             for shas in _chunks(sorted(set(sha_of.values()))):
                 published.update(_published_files(s, ctx, File.sha256.in_(shas)))
-            exact = {d: f"exact-{sha[:16]}" for d, sha in sha_of.items()}
+            published_shas = {sha for sha, _ in published.values()}
+            copies = Counter(sha_of.values())
+            exact = {d: f"exact-{sha[:16]}" for d, sha in sha_of.items() if copies[sha] > 1}
+            exact.update({d: f"exact-{sha[:16]}" for d, sha in sha_of.items() if sha in published_shas})
             exact.update({d: f"exact-{sha[:16]}" for d, (sha, _) in published.items()})
-            info.update(_file_info(s, [d for d in published if str(d) not in info]))
+            del copies
+            info.update(_file_info(s, [d for d in exact if str(d) not in info]))
             exact_drops = _decide(exact, new, published, lambda d: keep_rank(info[str(d)]))
             shards = {d: shard for d, (_, shard) in published.items()}
             _record_drops(s, exact_drops, "exact_duplicate", info, shards)
