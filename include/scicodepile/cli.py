@@ -125,7 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="working folder (SQLite database and local object store)")
     run.add_argument("--limit", type=int, default=None, help="at most this many repositories")
     run.add_argument("--shards", type=int, default=1, help="partitions per stage")
-    run.add_argument("--run", default="default", help="run key (outputs of two run keys never mix)")
+    run.add_argument(
+        "--run",
+        default="default",
+        help="run key: completion markers and per-run outputs (F1 run=<key>/ partitions) are keyed by it",
+    )
     run.add_argument("--json", action="store_true", help="last line: one JSON summary object")
     run.set_defaults(func=cmd_run)
 

@@ -66,4 +66,13 @@ def crawl_params() -> dict[str, Any]:
 
 def curate_params() -> dict[str, Any]:
     """Params of the curate DAG (empty values follow the crawl that triggered the run)."""
-    return _common()
+    return {
+        **_common(),
+        "recurate_all": Param(
+            False,
+            type="boolean",
+            title="Re-curate all",
+            description="Curate every repository of the source again, not only new or updated ones "
+            "(files already published in F1 are not published twice).",
+        ),
+    }

@@ -128,7 +128,8 @@ def test_killed_worker_task_is_retried_without_duplicates(
     crawl_id = cluster.trigger(CRAWL, {"source": "local", "path": str(root), "shards": 2})
     _succeed(cluster, CRAWL, crawl_id)
     # wait for the curate runs this crawl triggered, then curate once more by hand with a new
-    # run key: every shard is recomputed (nothing skipped by completion markers)
+    # run key and recurate_all: every shard is recomputed (nothing skipped by completion markers or
+    # by "already curated"), and nothing already published may be published twice
     wait_for(lambda: _idle(cluster, CURATE) and _idle(cluster, CRAWL), 400, what="idle", interval=2)
     with session_scope(app_settings) as s:
         before = {
@@ -140,7 +141,8 @@ def test_killed_worker_task_is_retried_without_duplicates(
     assert before["files"] > 0
 
     run_id = cluster.trigger(
-        CURATE, {"source": "local", "path": str(root), "shards": 2, "run": "killed-worker"}
+        CURATE,
+        {"source": "local", "path": str(root), "shards": 2, "run": "killed-worker", "recurate_all": True},
     )
 
     def running_shard():

@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ _META_FIELDS = {
     "url": str,
     "domain": str,
     "forks": int,
+    "pushed_at": str,
 }
 
 
@@ -76,6 +78,28 @@ def git_head(folder: Path) -> str | None:
         timeout=60,
     )
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def last_change(path: Path) -> str | None:
+    """When an entry last changed, as its ``pushed_at``: a git repository's HEAD commit time, else the
+    newest modification time in the folder (or of the archive).  A change marks it for re-curation."""
+    try:
+        if path.is_dir() and (path / ".git").exists():
+            proc = subprocess.run(
+                ["git", "-C", str(path), "log", "-1", "--format=%cI"],
+                capture_output=True, text=True, check=False, timeout=60,
+            )  # fmt: skip
+            if proc.returncode == 0 and proc.stdout.strip():
+                return proc.stdout.strip()
+        newest = path.lstat().st_mtime
+        if path.is_dir():
+            for root, dirs, files in os.walk(path, followlinks=False):
+                dirs[:] = [d for d in dirs if d != ".git"]
+                for name in files:
+                    newest = max(newest, Path(root, name).lstat().st_mtime)
+    except OSError:
+        return None
+    return datetime.fromtimestamp(newest, UTC).isoformat()
 
 
 class LocalSource:
@@ -148,6 +172,7 @@ class LocalSource:
                 license=meta.get("license"),
                 topics=meta.get("topics", []),
                 domain=meta.get("domain"),
+                pushed_at=meta.get("pushed_at") or last_change(path),
                 extra={"entry": path.name, "kind": kind},
             )
 
