@@ -213,7 +213,7 @@ class Settings(BaseSettings):
     def _strip(cls, value: str) -> str:
         return value.strip()
 
-    def __repr_args__(self):  # noqa: ANN204 - the database URL may embed a password
+    def __repr_args__(self):  # type: ignore[override]  # the database URL may embed a password
         for name, value in super().__repr_args__():
             yield name, redact_url(value) if name == "database_url" and value else value
 
