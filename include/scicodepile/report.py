@@ -54,6 +54,8 @@ class CorpusReport:
     rejections: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     leaderboard: list[dict[str, Any]] = field(default_factory=list)
+    filters: list[dict[str, Any]] = field(default_factory=list)
+    dedup: dict[str, Any] = field(default_factory=dict)
 
     def count(self, stage: str, item: str) -> int:
         """The count of ``item`` at ``stage`` (0 when absent): handy for checks and tests."""
@@ -61,6 +63,17 @@ class CorpusReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @staticmethod
+    def rejections_by_level(session: Any) -> list[dict[str, Any]]:
+        """Curate rejections grouped by what was rejected (repository, file, archive member)."""
+        rows = session.execute(
+            select(Rejection.subject_type, Rejection.reason, func.count())
+            .where(Rejection.stage == "curate")
+            .group_by(Rejection.subject_type, Rejection.reason)
+            .order_by(Rejection.subject_type, func.count().desc(), Rejection.reason)
+        ).all()
+        return [{"level": level, "reason": reason, "count": n} for level, reason, n in rows]
 
 
 def corpus_report(settings: Settings) -> CorpusReport:
@@ -143,6 +156,32 @@ def corpus_report(settings: Settings) -> CorpusReport:
         ).all():
             report.rejections.append({"stage": stage, "reason": reason, "count": n})
 
+        # per filter level (repository, file, archive member): kept, and rejected by reason
+        kept_at = {
+            "repository": s.scalar(select(func.count(Repository.id)).where(Repository.status == "kept")) or 0,
+            "file": files_kept,
+        }
+        levels: dict[str, dict[str, Any]] = {}
+        for row in report.rejections_by_level(s):
+            level = levels.setdefault(
+                row["level"], {"level": row["level"], "kept": kept_at.get(row["level"]), "rejected": {}}
+            )
+            level["rejected"][row["reason"]] = row["count"]
+        for level_name, kept in kept_at.items():
+            levels.setdefault(level_name, {"level": level_name, "kept": kept, "rejected": {}})
+        report.filters = [levels[k] for k in sorted(levels, key=lambda k: (k not in kept_at, k))]
+
+        # dedup: files that reached dedup = kept + exact + near duplicates
+        dups = levels.get("file", {}).get("rejected", {})
+        exact, near = dups.get("exact_duplicate", 0), dups.get("near_duplicate", 0)
+        entered = files_kept + exact + near
+        report.dedup = {
+            "files_in": entered,
+            "exact_duplicates": exact,
+            "near_duplicates": near,
+            "dedup_ratio": round((exact + near) / entered, 4) if entered else 0.0,
+        }
+
         # published artifacts per stage
         validated = dict(
             s.execute(
@@ -214,6 +253,18 @@ def render_text(report: CorpusReport) -> str:
         lines.append("kept files by language:")
         for lang in report.languages:
             lines.append(f"  {lang['language']:<24} {lang['files']:>6} files {lang['bytes']:>10} bytes")
+    if report.filters:
+        lines.append("curate filters (kept / rejected by reason):")
+        for f in report.filters:
+            kept = "" if f["kept"] is None else f"kept {f['kept']}; "
+            rejected = ", ".join(f"{k} {v}" for k, v in f["rejected"].items()) or "none"
+            lines.append(f"  {f['level']:<16} {kept}rejected: {rejected}")
+    if report.dedup.get("files_in"):
+        d = report.dedup
+        lines.append(
+            f"dedup: {d['files_in']} files in, {d['exact_duplicates']} exact and "
+            f"{d['near_duplicates']} near duplicates removed, dedup ratio {d['dedup_ratio']:.4f}"
+        )
     if report.rejections:
         lines.append("rejections by reason:")
         for r in report.rejections:
