@@ -1,42 +1,37 @@
-"""A plain-text summary of what the pipeline has produced and where (end of `make demo`)."""
+"""Where the pipeline's outputs are (end of ``make demo``): database, object store, F1 prefixes.
+
+The counts themselves are in :mod:`scicodepile.report`; this lists the places to look.
+"""
 
 from __future__ import annotations
 
 from sqlalchemy import func, select
 
 from scicodepile.db import check_schema, session_scope
-from scicodepile.db.models import Artifact, File, Rejection, Repository
+from scicodepile.db.models import Artifact
 from scicodepile.settings import Settings, load_settings
 from scicodepile.store import open_store
 
 
 def summarize(settings: Settings) -> str:
+    """Lines naming each output location, with the artifact prefixes published per stage."""
     check_schema(settings)
     store = open_store(settings)
-    lines = ["SciCodePile outputs:", f"  application database: {settings.public_dict()['database_url']}"]
-    lines.append(f"  object store ({store.name}): {store.location('')}")
+    lines = [
+        "SciCodePile outputs:",
+        f"  application database: {settings.public_dict()['database_url']}",
+        f"  object store ({store.name}): {store.location('')}",
+    ]
     with session_scope(settings) as s:
-        repos = dict(s.execute(select(Repository.status, func.count()).group_by(Repository.status)).all())
-        files_kept = s.scalar(select(func.count()).select_from(File).where(File.kept.is_(True))) or 0
-        files_all = s.scalar(select(func.count()).select_from(File)) or 0
-        rejections = s.execute(
-            select(Rejection.stage, Rejection.reason, func.count())
-            .group_by(Rejection.stage, Rejection.reason)
-            .order_by(Rejection.stage, func.count().desc())
-        ).all()
-        artifacts = s.execute(
-            select(Artifact.stage, func.count(), func.sum(Artifact.rows), func.sum(Artifact.bytes))
-            .group_by(Artifact.stage)
-            .order_by(Artifact.stage)
-        ).all()
-    if repos:
-        lines.append("  repositories: " + ", ".join(f"{k}={v}" for k, v in sorted(repos.items())))
-    if files_all:
-        lines.append(f"  files: {files_kept} kept of {files_all}")
-    for stage, count, rows, size in artifacts:
-        lines.append(f"  artifacts[{stage}]: {count} objects, {rows or 0} rows, {size or 0} bytes")
-    for stage, reason, count in rejections:
-        lines.append(f"  rejected[{stage}] {reason}: {count}")
+        keys = s.execute(select(Artifact.stage, Artifact.key).order_by(Artifact.stage, Artifact.key)).all()
+        validated = s.scalar(select(func.count()).select_from(Artifact).where(Artifact.validated.is_(True)))
+    prefixes: dict[tuple[str, str], int] = {}
+    for stage, key in keys:
+        prefix = key.rsplit("/", 1)[0]
+        prefixes[(stage, prefix)] = prefixes.get((stage, prefix), 0) + 1
+    for (stage, prefix), n in prefixes.items():
+        lines.append(f"  {stage:<8} {n:>4} objects under {store.location(prefix)}")
+    lines.append(f"  {validated or 0} of {len(keys)} artifacts passed their quality gate")
     return "\n".join(lines)
 
 
