@@ -31,6 +31,7 @@ from scicodepile.db.models import Query, Repository, SearchPartition
 from scicodepile.pipeline import StageReport
 from scicodepile.records import RepositoryRecord
 from scicodepile.runner import RunContext
+from scicodepile.sources._clean import clean_text
 from scicodepile.sources.github import GitHubClient, GitHubError, item_to_record
 
 log = logging.getLogger("scicodepile.crawl")
@@ -200,12 +201,12 @@ def _accept_items(
         try:
             record = item_to_record(item)
         except ValueError as exc:
-            name = item.get("full_name") or item.get("id") if isinstance(item, dict) else None
+            name = (item.get("full_name") or item.get("id")) if isinstance(item, dict) else None
             _reject(
                 ctx,
                 report,
                 "search_item",
-                f"{name or label + '#' + str(index)}",
+                clean_text(f"{name or label + '#' + str(index)}", 300),
                 str(exc),
                 f"item {index} of {label}",
             )
@@ -231,12 +232,32 @@ def _crawl_one(
     label = f"{query.text!r} {window.qualifier(field)}"
     url = cursor
     first = cursor is None
+    seen: set[str] = set()
+    incomplete = 0
+    max_pages = -(-cap // settings.github_per_page) + 1
     try:
         while True:
             page = client.search_repositories(q, url=url)
-            if page.incomplete:
-                report.details["incomplete_pages"] = report.details.get("incomplete_pages", 0) + 1
+            if page.incomplete:  # GitHub's search timed out: ask again once, then keep what came
+                client.forget(page.url)
+                page = client.search_repositories(q, url=page.url)
+                if page.incomplete:
+                    incomplete += 1
+                    report.details["incomplete_pages"] = report.details.get("incomplete_pages", 0) + 1
+            seen.add(page.url)
+            if page.next_url is not None and (page.next_url in seen or len(seen) >= max_pages):
+                why = "is a page already fetched" if page.next_url in seen else f"is past {max_pages} pages"
+                raise GitHubError(
+                    "pagination_loop",
+                    f"the Link header's next page {why} (total_count {page.total_count}, cap {cap})",
+                )
             records = _accept_items(ctx, report, page.items, label, query.domain)
+            if first and page.total_count > cap and len(page.items) < settings.github_per_page:
+                raise GitHubError(
+                    "inconsistent_total_count",
+                    f"total_count {page.total_count} is over the cap but the first page has only "
+                    f"{len(page.items)} items: the window cannot be split on such an answer",
+                )
             if first and page.total_count > cap:
                 sample = [parse_instant(r.pushed_at if field == "pushed" else r.created_at) for r in records]
                 pieces = split_window(window, page.total_count, cap, settings.crawl_split_fill, sample)
@@ -289,7 +310,23 @@ def _crawl_one(
                 part.cursor = page.next_url
                 if page.next_url is None:
                     part.status, part.last_error = "done", part.last_error
+                    short = min(page.total_count, cap) - part.fetched
+                    if incomplete:  # kept what came; failed so that only_failed fetches it whole again
+                        part.status, part.cursor = "failed", None
+                        part.last_error = (
+                            f"incomplete_results: {incomplete} page(s) still incomplete after a retry"
+                        )
+                        record_rejection(
+                            s, STAGE, "search_partition", label, "incomplete_results", part.last_error
+                        )
+                    elif short > 0:  # total_count is an estimate on GitHub: recorded, not retried
+                        record_rejection(
+                            s, STAGE, "search_partition", label, "short_of_total_count",
+                            f"{part.fetched} items fetched, total_count said {page.total_count}",
+                        )  # fmt: skip
             if page.next_url is None:
+                if incomplete:
+                    report.reject("partition_incomplete_results")
                 return []
             url = page.next_url
     except GitHubError as exc:

@@ -1,0 +1,437 @@
+"""Broken external answers: GitHub, the LLM server, sample sdists and local folders that misbehave.
+
+Each test puts a real server on 127.0.0.1 (``tests/fakes/scripted_http.py``, which can send what no
+well-behaved server sends) or a real file in front of the code and checks the rule: a clear reason,
+recorded; the rest goes on; nothing lost; no secret leaked; no request off the configured host.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from sqlalchemy import select
+
+from scicodepile.crawl.stage import run_crawl_stage
+from scicodepile.db import migrate, session_scope
+from scicodepile.db.models import Rejection, Repository, SearchPartition
+from scicodepile.errors import ConfigError
+from scicodepile.runner import RunContext
+from scicodepile.settings import Settings, load_settings
+from scicodepile.sources.github import GitHubClient, GitHubError, GitHubSource
+from tests.fakes.scripted_http import Answer, Request, ScriptedHTTP
+from tests.support.services import postgres_database
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "ghp_SECRET_do_not_leak_0123456789"
+
+
+def item(i: int, **over: Any) -> dict[str, Any]:
+    base = {
+        "id": 1000 + i,
+        "node_id": f"R_{i}",
+        "full_name": f"owner{i}/repo-{i}",
+        "html_url": f"https://github.com/owner{i}/repo-{i}",
+        "description": f"solver {i}",
+        "fork": False,
+        "created_at": "2020-01-01T00:00:00Z",
+        "pushed_at": "2021-01-01T00:00:00Z",
+        "stargazers_count": 10 + i,
+        "forks_count": 1,
+        "size": 10,
+        "language": "Python",
+        "archived": False,
+        "default_branch": "main",
+        "topics": ["chemistry"],
+        "license": {"key": "mit", "spdx_id": "MIT"},
+        "owner": {"login": f"owner{i}"},
+    }
+    base.update(over)
+    return base
+
+
+def page(items: list[Any], total: int | None = None, **extra: Any) -> dict[str, Any]:
+    return {"total_count": len(items) if total is None else total, "incomplete_results": False,
+            "items": items, **extra}  # fmt: skip
+
+
+def gh_settings(tmp_path: Path, url: str, **over: Any) -> Settings:
+    values: dict[str, Any] = {
+        "var_dir": tmp_path / "var",
+        "github_api_url": url,
+        "github_token": TOKEN,
+        "github_backoff_s": 0.001,
+        "github_secondary_wait_s": 0.01,
+        "github_rate_margin_s": 0.0,
+        "github_max_retries": 3,
+    }
+    values.update(over)
+    return load_settings(**values)
+
+
+class Sleeps:
+    """Recorded instead of slept: waits are checked, not spent."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+def client_for(tmp_path: Path, url: str, **over: Any) -> tuple[GitHubClient, Sleeps]:
+    sleeps = Sleeps()
+    return GitHubClient(gh_settings(tmp_path, url, **over), sleep=sleeps), sleeps
+
+
+def no_token_anywhere(srv: ScriptedHTTP) -> bool:
+    return all(TOKEN not in json.dumps(r.headers) for r in srv.log)
+
+
+# ------------------------------------------------------------------------------------ GitHub client
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        (Answer(200, "<html><body>Unicorn! 500</body></html>", content_type="text/html"), "malformed_json"),
+        (Answer.json_body([item(1)]), "malformed_response"),
+        (Answer.json_body(None), "malformed_response"),
+        (Answer.json_body({"total_count": 1, "items": {"0": item(1)}}), "malformed_response"),
+        (Answer.json_body({"total_count": "many", "items": [item(1)]}), "malformed_response"),
+        (Answer.json_body({"total_count": -5, "items": [item(1)]}), "malformed_response"),
+        (
+            Answer(
+                200,
+                b'{"total_count": 1, "items": [',
+            ),
+            "malformed_json",
+        ),
+        (Answer(200, b"\xff\xfe{not utf8}"), "malformed_json"),
+        (Answer(200, json.dumps(page([item(1)])), gzip_corrupt=True), "malformed_body"),
+    ],
+    ids=[
+        "html-200",
+        "list",
+        "null",
+        "items-object",
+        "total-string",
+        "total-negative",
+        "truncated-json",
+        "non-utf8",
+        "gzip-corrupt",
+    ],
+)
+def test_a_broken_search_answer_is_a_github_error_with_a_reason(
+    tmp_path: Path, answer: Answer, reason: str
+) -> None:
+    with ScriptedHTTP({"/search/repositories": lambda r: answer}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        with pytest.raises(GitHubError) as err:
+            client.search_repositories("solver")
+        assert err.value.reason == reason, str(err.value)
+        assert srv.count("/search/repositories") <= 4  # bounded: never retried forever
+        assert TOKEN not in str(err.value)
+
+
+def test_a_body_cut_short_is_retried_and_then_read(tmp_path: Path) -> None:
+    answers = iter(
+        [Answer(200, json.dumps(page([item(1)])), truncate_to=20), Answer.json_body(page([item(1)]))]
+    )
+    with ScriptedHTTP({"/search/repositories": lambda r: next(answers)}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        got = client.search_repositories("solver")
+        assert [i["id"] for i in got.items] == [1001] and srv.count("/search/repositories") == 2
+
+
+def test_connection_dropped_then_answer(tmp_path: Path) -> None:
+    answers = iter([Answer(drop=True), Answer.json_body(page([item(2)]))])
+    with ScriptedHTTP({"/search/repositories": lambda r: next(answers)}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        assert client.search_repositories("solver").items[0]["id"] == 1002
+
+
+def test_an_enormous_answer_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    huge = json.dumps(page([item(i, description="x" * 5000) for i in range(400)]))
+    with ScriptedHTTP({"/search/repositories": lambda r: Answer(200, huge)}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        client.max_json_bytes = 100_000
+        with pytest.raises(GitHubError) as err:
+            client.search_repositories("solver")
+        assert err.value.reason == "response_too_large"
+
+
+@pytest.mark.parametrize("where", ["link", "redirect"])
+def test_the_token_never_leaves_the_configured_host(tmp_path: Path, where: str) -> None:
+    with ScriptedHTTP({"/search/repositories": lambda r: Answer.json_body(page([item(9)]))}) as evil:
+        evil_url = evil.url.replace("127.0.0.1", "localhost") + "/search/repositories?q=x&page=2"
+
+        def route(req: Request) -> Answer:
+            if where == "redirect":
+                return Answer(301, b"", headers={"Location": evil_url})
+            return Answer.json_body(page([item(1)], total=2), headers={"Link": f'<{evil_url}>; rel="next"'})
+
+        with ScriptedHTTP({"/search/repositories": route}) as srv:
+            client, _ = client_for(tmp_path, srv.url)
+            with pytest.raises(GitHubError) as err:
+                first = client.search_repositories("solver")
+                client.search_repositories(url=first.next_url)
+            assert err.value.reason == "off_base_url"
+            assert evil.log == []  # not even an unauthenticated request
+            assert no_token_anywhere(evil)
+
+
+def test_a_redirect_within_the_api_is_followed(tmp_path: Path) -> None:
+    moved = Answer(301, b"", headers={"Location": "/repositories/42/commits/main"})
+    routes = {
+        "/repos/old/name/commits/main": lambda r: moved,
+        "/repositories/42/commits/main": lambda r: Answer.json_body({"sha": "a" * 40}),
+    }
+    with ScriptedHTTP(routes) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        assert client.request("GET", "repos/old/name/commits/main").data["sha"] == "a" * 40
+        assert srv.log[-1].headers.get("authorization") == f"Bearer {TOKEN}"
+
+
+def test_bad_credentials_name_the_setting_and_never_the_token(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bad = Answer.json_body({"message": "Bad credentials"}, 401)
+    with ScriptedHTTP({"/search/repositories": lambda r: bad, "/rate_limit": lambda r: bad}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        for call in (client.prime, lambda: client.search_repositories("x")):
+            with pytest.raises(ConfigError) as err:
+                call()
+            assert "SCICODEPILE_GITHUB_TOKEN" in str(err.value) and TOKEN not in str(err.value)
+        assert TOKEN not in caplog.text and TOKEN not in repr(client)
+
+
+@pytest.mark.parametrize("status", [404, 451, 410])
+def test_a_missing_or_blocked_repository_is_one_clear_error(tmp_path: Path, status: int) -> None:
+    with ScriptedHTTP({}) as srv:
+        srv.routes["/repos/a/b/commits/main"] = lambda r: Answer.json_body(
+            {"message": "Repository access blocked"}, status
+        )
+        client, _ = client_for(tmp_path, srv.url)
+        with pytest.raises(GitHubError) as err:
+            client.request("GET", "repos/a/b/commits/main")
+        assert err.value.reason == f"http_{status}" and srv.count("/repos/a/b/commits/main") == 1
+
+
+@pytest.mark.parametrize(
+    "limit_answer",
+    [
+        Answer.json_body({"message": "You have exceeded a secondary rate limit."}, 403),
+        Answer.json_body({"message": "Too many requests"}, 429),
+        Answer(429, b""),
+        Answer.json_body(
+            {"message": "slow down"}, 403, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}
+        ),
+    ],
+    ids=["secondary-no-retry-after", "429-message", "429-empty", "retry-after-http-date"],
+)
+def test_rate_limits_without_retry_after_are_waited_out(tmp_path: Path, limit_answer: Answer) -> None:
+    answers = iter([limit_answer, Answer.json_body(page([item(3)]))])
+    with ScriptedHTTP({"/search/repositories": lambda r: next(answers)}) as srv:
+        client, sleeps = client_for(tmp_path, srv.url)
+        assert client.search_repositories("x").items[0]["id"] == 1003
+        assert sleeps.calls and all(0 < s <= 3600 for s in sleeps.calls)
+
+
+@pytest.mark.parametrize(
+    "reset_offset, retry_after",
+    [
+        (-10_000, None),
+        (10 * 365 * 86400, None),
+        (None, "99999999999"),
+        (None, "inf"),
+        (None, "nan"),
+        (None, "-5"),
+        ("garbage", None),
+    ],
+)
+def test_absurd_reset_times_and_retry_afters_give_bounded_waits(
+    tmp_path: Path, reset_offset: Any, retry_after: str | None
+) -> None:
+    import time as _time
+
+    headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Limit": "30", "X-RateLimit-Resource": "search"}
+    if reset_offset is not None:
+        headers["X-RateLimit-Reset"] = (
+            reset_offset if isinstance(reset_offset, str) else str(int(_time.time() + reset_offset))
+        )
+    if retry_after is not None:
+        headers["Retry-After"] = retry_after
+    answers = iter([Answer.json_body({"message": "API rate limit exceeded"}, 403, headers=headers),
+                    Answer.json_body(page([item(4)]))])  # fmt: skip
+    with ScriptedHTTP({"/search/repositories": lambda r: next(answers)}) as srv:
+        client, sleeps = client_for(tmp_path, srv.url)
+        assert client.search_repositories("x").items[0]["id"] == 1004
+        assert all(0 <= s <= 3600 for s in sleeps.calls), sleeps.calls
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [],
+        None,
+        {"resources": []},
+        {"resources": {"search": {"limit": "x", "remaining": None, "reset": "soon"}}},
+        {"resources": {"search": "nope", "core": {"limit": 5000, "remaining": 0, "reset": 1e300}}},
+    ],
+)
+def test_garbage_from_rate_limit_is_ignored(tmp_path: Path, body: Any) -> None:
+    routes = {
+        "/rate_limit": lambda r: Answer.json_body(body),
+        "/search/repositories": lambda r: Answer.json_body(page([item(5)])),
+    }
+    with ScriptedHTTP(routes) as srv:
+        client, sleeps = client_for(tmp_path, srv.url)
+        client.prime()
+        assert client.search_repositories("x").items[0]["id"] == 1005
+        assert all(0 <= s <= 3600 for s in sleeps.calls)
+
+
+def test_a_304_without_a_cached_copy_is_not_taken_for_an_answer(tmp_path: Path) -> None:
+    answers = iter(
+        [Answer(304, b""), Answer.json_body(page([item(6)]), headers={"ETag": '"e1"'}), Answer(304, b"")]
+    )
+    with ScriptedHTTP({"/search/repositories": lambda r: next(answers)}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        assert client.search_repositories("x").items[0]["id"] == 1006
+        again = client.search_repositories("x")  # a 304 for what we hold: the cached page
+        assert again.items[0]["id"] == 1006 and srv.log[-1].headers.get("if-none-match") == '"e1"'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        {"data": []},
+        {"data": {"r0": []}},
+        {"data": {"r0": {"object": {"text": 5}}}},
+        {"errors": [{"message": "Something went wrong"}]},
+    ],
+)
+def test_garbage_graphql_readmes_are_none_not_a_crash(tmp_path: Path, body: Any) -> None:
+    with ScriptedHTTP({"/graphql": lambda r: Answer.json_body(body)}) as srv:
+        client, _ = client_for(tmp_path, srv.url)
+        assert client.readmes(["a/b"]) == {"a/b": None}
+
+
+@pytest.mark.parametrize("sha", [None, 5, "../../etc/passwd", "abc", ["a" * 40]])
+def test_fetch_refuses_a_commit_that_is_not_a_sha(tmp_path: Path, sha: Any) -> None:
+    with ScriptedHTTP({"/repos/a/b/commits/main": lambda r: Answer.json_body({"sha": sha})}) as srv:
+        source = GitHubSource(gh_settings(tmp_path, srv.url))
+        repo = type("R", (), {"full_name": "a/b", "default_branch": "main"})()
+        with pytest.raises(GitHubError) as err:
+            source.fetch(repo, tmp_path / "w")
+        assert err.value.reason == "malformed_response" and srv.count("/repos/a/b/tarball/x") == 0
+        assert not any("tarball" in r.path for r in srv.log)
+
+
+# ------------------------------------------------------------------------------------- crawl stage
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[str]:
+    with postgres_database("scicodepile_bad") as url:
+        yield url
+
+
+BAD_ITEMS: list[tuple[Any, str | None]] = [
+    (item(1, stargazers_count="12"), "malformed_field:stargazers_count"),
+    (item(2, full_name=None), "missing_field:full_name"),
+    (item(3, id="abc"), "malformed_field:id"),
+    (item(4, owner=None, license=None, topics=None, description=None), None),
+    (item(5, license="MIT"), "malformed_field:license"),
+    (item(6, created_at="yesterday"), "malformed_field:created_at"),
+    (item(7, pushed_at="9999-12-31T00:00:00Z"), "implausible_date:pushed_at"),
+    (item(8, fork="false"), "malformed_field:fork"),
+    (item(9, topics="chemistry"), "malformed_field:topics"),
+    (item(10, description="nul\x00 byte, lone \ud800 surrogate"), None),
+    (item(11, full_name="../../etc/passwd"), "malformed_field:full_name"),
+    (item(12, stargazers_count=2**40), "malformed_field:stargazers_count"),
+    ("not an item", "malformed_item"),
+    (None, "malformed_item"),
+    (item(13, forks_count="3"), "malformed_field:forks_count"),
+    (item(14, created_at="2020-01-01", pushed_at="2021-06-01T12:00:00+02:00"), None),
+    (item(15, description="x" * 100_000, language="L" * 500), None),  # stored, cut to the columns' size
+    (item(16, description="y" * 100_000), None),
+    (item(17, id=True), "malformed_field:id"),
+    (item(18, topics=[{"name": "x"}]), "malformed_field:topics"),
+]
+
+
+def test_the_crawl_survives_every_kind_of_broken_answer(tmp_path: Path, pg: str) -> None:
+    """Five queries, each answered badly in its own way; each fails or rejects alone, with a reason."""
+    behaviours = ["bad_items", "link_loop", "off_host", "incomplete", "healthy"]
+    assigned: dict[str, str] = {}
+    calls: Counter[str] = Counter()
+    with ScriptedHTTP({"/search/repositories": lambda r: Answer.json_body(page([item(99)]))}) as evil:
+        evil_next = evil.url.replace("127.0.0.1", "localhost") + "/search/repositories?page=2"
+
+        def route(req: Request) -> Answer:
+            term = req.query["q"].split(" stars:")[0]
+            kind = assigned.setdefault(term, behaviours[len(assigned) % len(behaviours)])
+            calls[kind] += 1
+            n = 100 + 10 * behaviours.index(kind)
+            page2 = f"{srv.url}/search/repositories?{urlencode({**req.query, 'page': 2})}"
+            if kind == "bad_items":
+                return Answer.json_body(page([i for i, _ in BAD_ITEMS]))
+            if kind == "link_loop":  # page 2's next is page 2 again
+                return Answer.json_body(page([item(n)], total=50), headers={"Link": f'<{page2}>; rel="next"'})
+            if kind == "off_host":
+                return Answer.json_body(
+                    page([item(n)], total=2), headers={"Link": f'<{evil_next}>; rel="next"'}
+                )
+            if kind == "incomplete":
+                return Answer.json_body({**page([item(n)]), "incomplete_results": True})
+            return Answer.json_body(page([item(n), item(n + 1)]))
+
+        with ScriptedHTTP({"/search/repositories": route}) as srv:
+            settings = load_settings(
+                var_dir=tmp_path / "var", database_url=pg, github_api_url=srv.url, github_token=TOKEN,
+                github_backoff_s=0.001, github_secondary_wait_s=0.01, github_max_retries=2,
+                crawl_max_queries=5, crawl_since="2009-01-01",
+            )  # fmt: skip
+            migrate(settings)
+            report = run_crawl_stage(
+                RunContext(settings=settings, source="github", params={"until": "2026-11-01"})
+            )
+        assert evil.log == []
+    assert sorted(assigned.values()) == sorted(behaviours)
+    assert calls["incomplete"] == 2  # asked again once
+    with session_scope(settings) as s:
+        parts = {p.query_id: p for p in s.scalars(select(SearchPartition))}
+        status = Counter((p.status, (p.last_error or "").split(":")[0]) for p in parts.values())
+        rejections = Counter((r.subject_type, r.reason) for r in s.scalars(select(Rejection)))
+        repos = {r.source_id: r for r in s.scalars(select(Repository))}
+    assert status == Counter(
+        {
+            ("done", ""): 2,
+            ("failed", "pagination_loop"): 1,
+            ("failed", "off_base_url"): 1,
+            ("failed", "incomplete_results"): 1,
+        }
+    )
+    for _, reason in BAD_ITEMS:
+        if reason:
+            assert rejections[("search_item", reason)] >= 1, reason
+    for kind in ("pagination_loop", "off_base_url", "incomplete_results"):
+        assert rejections[("search_partition", kind)] == 1
+    kept = {str(1000 + i) for i in (4, 10, 14, 15, 16)}
+    assert kept <= set(repos)
+    assert not {str(1000 + i) for i in (1, 5, 6, 7, 8, 9, 11, 12, 13, 18)} & set(repos)
+    assert repos["1015"].language == "L" * 64
+    assert "\x00" not in repos["1010"].description and "\ufffd" in repos["1010"].description
+    assert len(repos["1016"].description) <= 20_000
+    # what came before a failure is kept: the first pages of the loop, off-host and incomplete queries
+    assert {"1110", "1120", "1130", "1140", "1141"} <= set(repos)
+    assert report.rejected["partition_pagination_loop"] == 1
+    assert report.rejected["partition_off_base_url"] == 1
