@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(default=2048, ge=64, description="Address-space limit (RLIMIT_AS).")
     sandbox_max_processes: int = Field(default=64, ge=4, description="Processes and threads (RLIMIT_NPROC).")
     sandbox_tmp_mb: int = Field(default=64, ge=1, description="Size of the private writable /tmp.")
+    sandbox_tmp_inodes: int = Field(
+        default=32768, ge=64, description="Files and folders the private /tmp and /dev/shm may hold together."
+    )
     sandbox_file_size_mb: int = Field(default=32, ge=1, description="Largest file written (RLIMIT_FSIZE).")
     sandbox_open_files: int = Field(default=256, ge=16, description="Open descriptors (RLIMIT_NOFILE).")
     sandbox_max_output_bytes: int = Field(

@@ -9,7 +9,9 @@ output), so a sandbox that cannot start its interpreter fails here instead of "c
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import socket
 import sys
 import threading
@@ -23,6 +25,7 @@ import pytest
 
 from scicodepile.sandbox import KillReason, Outcome, Program, RunResult
 from scicodepile.sandbox.bwrap import BwrapSandbox, processes_of
+from scicodepile.sandbox.seccomp import _ARCHES
 from scicodepile.settings import REPO_ROOT, load_settings
 
 pytestmark = pytest.mark.integration
@@ -356,6 +359,229 @@ except OSError as exc:
     return ok, f"{result.outcome} {result.message} | {result.stdout.strip()[-200:]}"
 
 
+def attack_hijack_init(sb: BwrapSandbox) -> tuple[bool, str]:
+    # bwrap's init (pid 1 inside) runs as the program's uid.  Measured before the fix: the program could
+    # patch init's code through /proc/1/mem so that init dropped its parent-death signal and paused; the
+    # run then outlived its timeout and the runner waited on init forever.  Every route to init's memory
+    # must be closed, and the runner must come back on time with nothing left alive.
+    numbers = _ARCHES.get(platform.machine(), (0, {}))[1]
+    source = f"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+def tried(label, ok):
+    print(("OPENED " if ok else "blocked ") + label, flush=True)
+try:
+    pc = int(open("/proc/1/syscall").read().split()[-1], 16)
+    fd = os.open("/proc/1/mem", os.O_RDWR)
+    # mov eax,157; mov edi,1; xor esi,esi; syscall (prctl: no parent-death signal); then pause forever
+    code = bytes.fromhex("b89d000000bf0100000031f60f05b8220000000f05ebf7")
+    tried("/proc/1/mem", os.pwrite(fd, code, pc) == len(code))
+except OSError as exc:
+    tried("/proc/1/mem " + type(exc).__name__, False)
+for name, args in (("ptrace", (16, 1, 0, 0)), ("process_vm_writev", (1, 0, 0, 0, 0, 0))):
+    nr = {numbers!r}.get(name)
+    if nr is not None:
+        tried(name, libc.syscall(nr, *args) == 0)
+try:
+    tried("pidfd_getfd", libc.syscall({numbers.get("pidfd_getfd", -1)}, os.pidfd_open(1), 0, 0) >= 0)
+except OSError as exc:
+    tried("pidfd_open " + type(exc).__name__, False)
+if os.fork() == 0:  # an orphan whose exit would wake a patched init
+    if os.fork() == 0:
+        time.sleep(0.1)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(3600)
+"""
+    done: list[RunResult] = []
+    thread = threading.Thread(target=lambda: done.append(sb.run(Program(source), timeout=2)), daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(30)
+    if not done:
+        return False, f"runner still waiting after {time.monotonic() - start:.0f} s"
+    result = done[0]
+    survivors = _live_sandbox_processes(sb)
+    ok = (
+        result.outcome is Outcome.TIMEOUT
+        and "OPENED" not in result.stdout
+        and result.stdout.count("blocked") >= 2
+        and not survivors
+    )
+    return ok, f"{result.outcome} survivors={survivors} | {result.stdout.strip()}"
+
+
+def attack_kernel_keyring_and_syscalls(sb: BwrapSandbox) -> tuple[bool, str]:
+    # Keys added under the leased host uid outlived the run and showed in the next run's /proc/keys;
+    # the rest is kernel attack surface no scientific program needs.
+    numbers = _ARCHES.get(platform.machine(), (0, {}))[1]
+    marker = "leak" + uuid.uuid4().hex[:8]
+    source = f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {numbers!r}
+r = libc.syscall(numbers["add_key"], b"user", b"{marker}", b"secret", 6, -4)
+print("add_key", "ADDED" if r > 0 else "blocked", os.strerror(ctypes.get_errno()), flush=True)
+for name in ("keyctl", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup"):
+    r = libc.syscall(numbers[name], 0, 0, 0, 0, 0)
+    err = ctypes.get_errno()
+    print(name, "blocked" if r == -1 and err == 1 else f"ALLOWED r={{r}} {{os.strerror(err)}}", flush=True)
+"""
+    first = sb.run(Program(source), timeout=10)
+    second = sb.run(Program("print(open('/proc/keys').read())"), timeout=10)
+    ok = (
+        first.outcome is Outcome.PASS
+        and first.stdout.count("blocked") == 7
+        and marker not in second.stdout
+        and second.outcome is Outcome.PASS
+    )
+    return ok, f"{first.stdout.strip()} | keys: {second.stdout.strip()[:120]}"
+
+
+def attack_inode_exhaustion(sb: BwrapSandbox) -> tuple[bool, str]:
+    # Empty files cost no bytes, so a size cap alone let a program pin 1.3 million tmpfs inodes (1.4 GB
+    # of kernel memory) in 10 s.  Both writable folders share one inode cap.
+    source = """
+import os
+n = 0
+for folder in ("/tmp", "/dev/shm"):
+    try:
+        while True:
+            os.close(os.open(f"{folder}/{n}", os.O_CREAT | os.O_WRONLY, 0o600))
+            n += 1
+    except OSError as exc:
+        print("stopped", folder, n, exc.errno, flush=True)
+"""
+    result = sb.run(Program(source), timeout=20)
+    counts = [int(line.split()[2]) for line in result.stdout.splitlines() if line.startswith("stopped")]
+    ok = (
+        result.outcome is Outcome.PASS
+        and len(counts) == 2
+        and 0 < counts[-1] <= sb.limits.tmp_inodes
+        and not _live_sandbox_processes(sb)
+    )
+    return ok, f"{result.outcome} files={counts} cap={sb.limits.tmp_inodes} in {result.duration_s:.2f}s"
+
+
+def attack_thread_bomb(sb: BwrapSandbox) -> tuple[bool, str]:
+    source = """
+import threading, time
+print("spawning", flush=True)
+while True:
+    try:
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    except RuntimeError:
+        time.sleep(0.01)
+"""
+    result = sb.run(Program(source), timeout=2)
+    survivors = _live_sandbox_processes(sb)
+    ok = (
+        result.outcome is Outcome.KILLED
+        and result.kill_reason is KillReason.PROCESSES
+        and "spawning" in result.stdout
+        and not survivors
+    )
+    return ok, f"{result.outcome} {result.kill_reason} survivors={survivors}"
+
+
+def attack_stopped_children(sb: BwrapSandbox) -> tuple[bool, str]:
+    # Children that stop themselves (SIGSTOP) and ignore SIGTERM, in sessions of their own.
+    source = """
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for _ in range(5):
+    if os.fork() == 0:
+        os.setsid()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(3600)
+print("stopped children", flush=True)
+time.sleep(3600)
+"""
+    result = sb.run(Program(source), timeout=1.5)
+    survivors = _live_sandbox_processes(sb)
+    ok = result.outcome is Outcome.TIMEOUT and "stopped children" in result.stdout and not survivors
+    return ok, f"{result.outcome} {result.duration_s:.2f}s survivors={survivors}"
+
+
+def attack_neighbour_sandbox(sb: BwrapSandbox) -> tuple[bool, str]:
+    # Two runs at once: the second must not see, signal, or read anything of the first.
+    secret = "neighbour-" + uuid.uuid4().hex
+    first_src = f"""
+import os, socket, time
+open("/tmp/secret", "w").write("{secret}")
+open("/dev/shm/secret", "w").write("{secret}")
+server = socket.socket(socket.AF_UNIX)
+server.bind("\\0scicodepile-neighbour")
+server.listen()
+print("ready", os.getpid(), flush=True)
+time.sleep(2.5)
+print("first alive", flush=True)
+"""
+    second_src = """
+import os, signal, socket
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
+for path in ("/tmp/secret", "/dev/shm/secret"):
+    try:
+        print("READ", open(path).read())
+    except OSError as exc:
+        print("blocked", path, type(exc).__name__)
+try:
+    socket.socket(socket.AF_UNIX).connect("\\0scicodepile-neighbour")
+    print("CONNECTED")
+except OSError as exc:
+    print("blocked socket", type(exc).__name__)
+for pid in range(3, 200):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("KILLED", pid)
+    except OSError:
+        pass
+"""
+    results: dict[str, RunResult] = {}
+    first = threading.Thread(
+        target=lambda: results.setdefault("first", sb.run(Program(first_src), timeout=10))
+    )
+    first.start()
+    time.sleep(0.8)
+    results["second"] = sb.run(Program(second_src), timeout=10)
+    first.join(20)
+    a, b = results.get("first"), results["second"]
+    ok = (
+        a is not None
+        and a.outcome is Outcome.PASS
+        and "first alive" in a.stdout
+        and b.outcome is Outcome.PASS
+        and "pids [1, 2]" in b.stdout  # its own init and itself: nothing of the first run
+        and b.stdout.count("blocked") == 3
+        and secret not in b.stdout
+        and "KILLED" not in b.stdout
+    )
+    return ok, f"first={a and a.outcome} second: {b.stdout.strip()[:200]}"
+
+
+def attack_binary_output(sb: BwrapSandbox) -> tuple[bool, str]:
+    # Binary garbage and invalid UTF-8 on both streams, and output exactly at the cap: a valid result.
+    cap = sb.limits.max_output_bytes
+    garbage = (
+        "import os\nos.write(1, bytes(range(256)) * 4 + b'\\xff\\xfe\\xc0')\nos.write(2, b'\\x00\\xff')\n"
+    )
+    result = sb.run(Program(garbage), timeout=10)
+    exact = f"import os\nv = memoryview(b'y' * {cap})\nwhile v:\n    v = v[os.write(1, v):]\n"
+    at_cap = sb.run(Program(exact), timeout=20)
+    over = sb.run(Program(exact.replace(f"{cap}", f"{cap + 1}")), timeout=20)
+    json.dumps([result.to_dict(), at_cap.to_dict(), over.to_dict()])
+    ok = (
+        result.outcome is Outcome.PASS
+        and "\ufffd" in result.stdout
+        and at_cap.outcome is Outcome.PASS
+        and at_cap.output_bytes == cap
+        and over.outcome is Outcome.KILLED
+        and over.kill_reason is KillReason.OUTPUT
+    )
+    return ok, f"garbage={result.outcome} at_cap={at_cap.outcome} over={over.outcome}/{over.kill_reason}"
+
+
 ATTACKS = [
     Attack("network: host loopback", attack_host_loopback),
     Attack("network: outside", attack_outside_network),
@@ -369,6 +595,13 @@ ATTACKS = [
     Attack("daemon outliving the timeout", attack_daemon),
     Attack("stdout flood", attack_stdout_flood),
     Attack("killing the parent", attack_kill_parent),
+    Attack("hijacking the namespace's init", attack_hijack_init),
+    Attack("kernel keyring and attack-surface syscalls", attack_kernel_keyring_and_syscalls),
+    Attack("inode exhaustion", attack_inode_exhaustion),
+    Attack("thread bomb", attack_thread_bomb),
+    Attack("stopped children ignoring SIGTERM", attack_stopped_children),
+    Attack("a neighbour sandbox running at once", attack_neighbour_sandbox),
+    Attack("binary output and output at the cap", attack_binary_output),
 ]
 
 

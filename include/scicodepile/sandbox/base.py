@@ -74,6 +74,7 @@ class Limits:
     memory_mb: int = 2048
     max_processes: int = 64
     tmp_mb: int = 64
+    tmp_inodes: int = 32768
     file_size_mb: int = 32
     open_files: int = 256
     max_output_bytes: int = 4 << 20
@@ -86,6 +87,7 @@ class Limits:
             memory_mb=settings.sandbox_memory_mb,
             max_processes=settings.sandbox_max_processes,
             tmp_mb=settings.sandbox_tmp_mb,
+            tmp_inodes=settings.sandbox_tmp_inodes,
             file_size_mb=settings.sandbox_file_size_mb,
             open_files=settings.sandbox_open_files,
             max_output_bytes=settings.sandbox_max_output_bytes,
