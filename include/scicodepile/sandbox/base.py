@@ -219,7 +219,8 @@ def load_program(path: str | Path) -> Program:
     if not file.is_file():
         raise SandboxInputError(f"not a regular file: {file}")
     try:
-        data = file.read_bytes()
+        with file.open("rb") as fh:  # at most one byte past the cap: a huge file is never read whole
+            data = fh.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
         raise SandboxInputError(f"cannot read {file}: {exc.strerror}") from None
     if len(data) > MAX_SOURCE_BYTES:

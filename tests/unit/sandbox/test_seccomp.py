@@ -1,5 +1,5 @@
-"""The sandbox's seccomp filter, run by a classic-BPF interpreter written here, and the uid lease's
-stale-run marker."""
+"""The sandbox's seccomp filter, run by a classic-BPF interpreter written here, the uid lease's
+stale-run marker, and the size check on program files."""
 
 from __future__ import annotations
 
@@ -67,3 +67,13 @@ def test_uid_pool_reports_a_lease_that_never_ended(tmp_path: Path) -> None:
         pass
     assert stale == [7000]
     again.close()
+
+
+def test_load_program_never_reads_a_huge_file_whole(tmp_path: Path) -> None:
+    from scicodepile.sandbox import SandboxInputError, load_program
+
+    huge = tmp_path / "huge.py"
+    with huge.open("wb") as fh:
+        fh.truncate(64 << 30)  # sparse: 64 GiB that a whole read would try to hold in memory
+    with pytest.raises(SandboxInputError, match="larger than"):
+        load_program(huge)
