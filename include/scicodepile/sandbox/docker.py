@@ -88,7 +88,10 @@ class DockerSandbox(Sandbox):
             "detach": True,
             "network_mode": "none",
             "read_only": True,
-            "tmpfs": {"/tmp": f"size={lim.tmp_mb}m,mode=1777", "/dev/shm": "size=16m"},
+            "tmpfs": {
+                "/tmp": f"size={lim.tmp_mb}m,nr_inodes={lim.tmp_inodes},mode=1777",
+                "/dev/shm": f"size=16m,nr_inodes={min(lim.tmp_inodes, 1024)}",
+            },
             "volumes": {folder: {"bind": "/sandbox", "mode": "ro"}},
             "working_dir": "/tmp",
             "user": "65534:65534",
