@@ -15,11 +15,27 @@ _PATTERNS: list[tuple[str, tuple[str, ...], re.Pattern[str], str]] = [
     # (kind, literal triggers (a cheap "in" test before the regex runs), pattern, placeholder)
     (
         "private_key",
-        ("PRIVATE KEY-----",),
+        ("PRIVATE KEY",),
+        # PEM, OpenSSH and PGP ("... PRIVATE KEY BLOCK") blocks; a block cut before its END line
+        # (a truncated paste) loses its key material up to the first character base64 never holds
         re.compile(
-            r"-----BEGIN (?:[A-Z ]+ )?PRIVATE KEY-----[\s\S]{0,10000}?-----END (?:[A-Z ]+ )?PRIVATE KEY-----"
+            r"-----BEGIN (?:[A-Z0-9 ]+ )?PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[\s\S]{0,10000}?-----END (?:[A-Z0-9 ]+ )?PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s]*)"
         ),
         "<PRIVATE_KEY>",
+    ),
+    (
+        "url_password",
+        ("://",),
+        # scheme://user:password@host -- the password only; user and host stay
+        re.compile(r"(?<=://)(?P<user>[^\s:/@'\"`]{1,128}):(?P<pw>[^\s@/'\"`]{1,256})(?=@)"),
+        r"\g<user>:<PASSWORD>",
+    ),
+    (
+        "slack_webhook",
+        ("hooks.slack.com",),
+        re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,200}"),
+        "<SLACK_WEBHOOK>",
     ),
     ("aws_access_key", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "<AWS_ACCESS_KEY>"),
     (
@@ -43,8 +59,9 @@ _SECRET_WORDS = ("key", "token", "password", "passwd", "secret")
 _EMAIL_HINT = re.compile(r"@[A-Za-z0-9\-]+\.[A-Za-z]{2,}")
 # key = "value" assignments whose name says secret; the value is replaced, the name kept
 _ASSIGNMENT = re.compile(
-    r"""(?P<name>(?:api[_\-]?key|secret[_\-]?key|access[_\-]?token|auth[_\-]?token|password|passwd|"""
-    r"""client[_\-]?secret|secret)\b["']?\s*[:=]\s*)(?P<q>["'])(?P<value>[^"'\s]{8,200})(?P=q)""",
+    r"""(?P<name>(?:api[_\-]?key|secret[_\-]?(?:access[_\-]?)?key|(?:api|access|auth|bearer|refresh|secret)"""
+    r"""[_\-]?token|password|passwd|client[_\-]?secret|secret)\b["']?\s*(?:[:=]|<-)\s*)"""
+    r"""(?P<q>["'])(?P<value>[^"'\s]{8,200})(?P=q)""",
     re.IGNORECASE,
 )
 _EMAIL = re.compile(

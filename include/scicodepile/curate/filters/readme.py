@@ -8,6 +8,13 @@ Two methods, always labelled in the result (``method``):
   instruction aimed at the model ("ignore previous instructions", "answer yes" ...).  A README cannot
   talk its way in: an answer that fails the checks is discarded and the heuristic decides, labelled
   ``heuristic`` with ``llm_rejected`` saying why.
+- Before either method sees it, the README is *defused* (:func:`defuse_readme`): control characters,
+  invisible zero-width/bidi characters and HTML comments (hidden on GitHub, a favourite place for
+  instructions) are removed, and chat-template tokens (``<|im_start|>``, ``[INST]``, ``</s>``,
+  ``<<SYS>>``) and marker look-alikes (``<<<``) are broken apart so they stay text.  Injection
+  phrases are looked for after NFKC normalisation (full-width and other compatibility look-alikes).
+  A README that addresses the model cannot buy a "yes": when it is flagged and the heuristic says
+  no, the LLM's "yes" is discarded (``llm_rejected = "injection_suspected_unconfirmed"``).
 - ``heuristic``: a documented keyword classifier (``include/data/readme_heuristic.json``), used when
   no LLM is configured.  Its evidence is the README line holding its strongest domain keyword.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,13 +41,41 @@ INJECTION = re.compile(
     r"ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|preceding|your)\s+"
     r"(?:instructions?|prompts?|rules?|directions?)"
     r"|disregard\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|your)"
-    r"|(?:answer|respond|reply|say|output|return)\s+(?:with\s+)?[\"'“]?(?:yes|true)\b"
+    r"|(?:answer|respond|reply|say|output)\s+(?:with\s+)?[\"'“]?(?:yes|true)\b"
+    r"|return\s+(?:with\s+)?[\"'“]?yes\b"  # not "return true": code examples say that
     r"|\"verdict\"\s*:\s*\"yes\""
-    r"|you\s+are\s+now\s+|new\s+instructions?\s*:|system\s+prompt|<\|im_start\|>|\[/?INST\]",
-    re.IGNORECASE,
+    r"|you\s+are\s+now\s+|new\s+instructions?\s*:|system\s+prompt|<\|im_start\|>|\[/?INST\]"
+    # addressing the screener, role lines, forged data markers, verdict talk
+    r"|(?:note|message|instructions?)\s+(?:to|for)\s+(?:the\s+)?(?:reviewer|model|ai|assistant|llm|"
+    r"classifier|screener|grader|bot)\b"
+    r"|\b(?:answer|respond|reply)\b[^.\n]{0,40}\b(?:yes|true)\b"
+    r"|\b(?:classify|label|mark)\s+(?:this|it)\s+as\b|\bverdict\b"
+    r"|^\W{0,4}(?:system|assistant)\s*:|<\|[a-z_]{2,20}\|>|<</?SYS>>"
+    r"|<<<\s*(?:BEGIN|END)\b|\bend\s+of\s+(?:the\s+)?(?:untrusted|readme|data|input)\b",
+    re.IGNORECASE | re.MULTILINE,
 )
 """Phrases that address the model rather than describe software.  An evidence quote containing one
 is refused; a README containing one is flagged ``readme_injection_suspected``."""
+
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_HTML_COMMENT = re.compile(r"<!--[\s\S]*?(?:-->|$)")
+_CHAT_TOKEN = re.compile(r"<\|[^|<>\n]{0,40}\|>|</?s>|\[/?INST\]|<</?SYS>>|<<<")
+
+
+def defuse_readme(text: str) -> str:
+    """The README as both methods see it: newlines normalised; control characters, invisible
+    (zero-width, bidi) characters and HTML comments removed; chat-template tokens and ``<<<`` marker
+    look-alikes broken apart (``<|im_start|>`` -> ``< |im_start|>``) so a tokenizer reads them as text."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _INVISIBLE.sub("", _CONTROL.sub("", text))
+    text = _HTML_COMMENT.sub(" ", text)
+    return _CHAT_TOKEN.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1:], text)
+
+
+def injection_suspected(text: str) -> bool:
+    """Whether ``text`` holds a phrase aimed at the model (after NFKC: full-width look-alikes count)."""
+    return INJECTION.search(unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))) is not None
 
 
 class ReadmeVerdict(BaseModel):
@@ -83,13 +119,13 @@ def find_readme(root: Path, files: list[str]) -> str | None:
 
 
 def read_readme(root: Path, rel: str, max_chars: int) -> str:
-    """README text (UTF-8, Latin-1 fallback), cut to ``max_chars``."""
-    data = (root / rel).read_bytes()[: max_chars * 4]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
-    return text[:max_chars]
+    """README text cut to ``max_chars`` (decoded like code files: a byte cut inside a UTF-8 character
+    no longer turns the whole README into Latin-1 mojibake)."""
+    from scicodepile.curate.extract import decode_text
+
+    with open(root / rel, "rb") as fh:
+        data = fh.read(max_chars * 4)
+    return decode_text(data).text[:max_chars]
 
 
 def _squash(text: str) -> str:
@@ -150,7 +186,7 @@ def heuristic_check(text: str, table: HeuristicTable | None = None) -> ReadmeChe
     domain_hits = len(per_domain.get(best, [])) if best else 0
     impl_hits = sum(1 for k in table.implementation if k in lower)
     negatives = [p.pattern for p in table.negative if p.search(lower)]
-    flags = ["readme_injection_suspected"] if INJECTION.search(text) else []
+    flags = ["readme_injection_suspected"] if injection_suspected(text) else []
     named_domain = domain_hits >= table.min_domain_hits or (
         domain_hits >= 1 and impl_hits >= table.strong_implementation_hits
     )
@@ -192,7 +228,7 @@ def verify_llm_verdict(answer: ReadmeVerdict, readme: str) -> str | None:
         return "evidence_missing"
     if evidence and not quote_occurs(evidence, readme):
         return "evidence_not_in_readme"
-    if evidence and INJECTION.search(evidence):
+    if evidence and injection_suspected(evidence):
         return "evidence_quotes_injection"
     return None
 
@@ -220,13 +256,22 @@ def llm_checks(client: Any, readmes: list[str]) -> list[tuple[ReadmeVerdict | No
 def check_readmes(readmes: list[str], client: Any | None = None) -> list[ReadmeCheck]:
     """README checks for many READMEs: the LLM when ``client`` is given, else the heuristic.
 
-    An LLM answer that fails verification falls back to the heuristic, labelled as such.
+    An LLM answer that fails verification falls back to the heuristic, labelled as such; so does a
+    "yes" for a README flagged as addressing the model that the heuristic does not confirm.
     """
+    originals = readmes
+    readmes = [defuse_readme(r) for r in readmes]
     heuristics = [heuristic_check(r) for r in readmes]
+    for heur, original in zip(heuristics, originals, strict=True):
+        # an instruction hidden in what defusing removed (an HTML comment) still flags the README
+        if not heur.flags and injection_suspected(original):
+            heur.flags.append("readme_injection_suspected")
     if client is None:
         return heuristics
     checks = []
     for (answer, reason, res), heur in zip(llm_checks(client, readmes), heuristics, strict=True):
+        if answer is not None and answer.verdict == "yes" and heur.flags and heur.verdict != "yes":
+            answer, reason = None, "injection_suspected_unconfirmed"
         if answer is None:
             heur.llm_rejected = reason
             heur.model = getattr(res, "model", None)
