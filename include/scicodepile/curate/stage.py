@@ -72,7 +72,7 @@ from scicodepile.curate.optout import load_optout
 from scicodepile.curate.redact import redact
 from scicodepile.db import record_rejection, session_scope, upsert
 from scicodepile.db.models import Artifact, File, Rejection, Repository, Snapshot
-from scicodepile.pipeline import Partition, StageReport, run_partition, shard_of
+from scicodepile.pipeline import Partition, Progress, StageReport, run_partition, shard_of
 from scicodepile.store import open_store
 from scicodepile.store.keys import dataset_prefix, manifest_key, safe_segment, snapshot_key
 
@@ -731,6 +731,7 @@ class _ShardWork:
                 self.reject_repo(repo, RepoView.from_row(repo), "opted_out", f"opt-out entry {entry!r}")
         scratch = Path(self.settings.var_dir) / "work" / "curate"
         scratch.mkdir(parents=True, exist_ok=True)
+        progress = Progress(f"curate shard {self.index + 1}/{self.count}: repositories", total=len(repos))
         try:
             for repo in repos:
                 workdir = Path(tempfile.mkdtemp(prefix=f"repo-{repo.id}-", dir=scratch))
@@ -738,7 +739,9 @@ class _ShardWork:
                     self.curate_repository(repo, source, workdir)
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
+                progress.advance()
         finally:
+            progress.finish()
             if self.llm is not None:
                 self.llm.close()
         tomb_key = _tombstone_staging_key(self.ctx, self.index)
