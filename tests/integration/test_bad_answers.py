@@ -16,16 +16,19 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import select
 
 from scicodepile.crawl.stage import run_crawl_stage
 from scicodepile.db import migrate, session_scope
-from scicodepile.db.models import Rejection, Repository, SearchPartition
+from scicodepile.db.models import LLMCacheEntry, Rejection, Repository, SearchPartition
 from scicodepile.errors import ConfigError
+from scicodepile.llm import LLMResult, LLMUnavailable, get_llm
 from scicodepile.runner import RunContext
 from scicodepile.settings import Settings, load_settings
 from scicodepile.sources.github import GitHubClient, GitHubError, GitHubSource
 from tests.fakes.scripted_http import Answer, Request, ScriptedHTTP
+from tests.fakes.tgi_server import FakeTGI
 from tests.support.services import postgres_database
 
 pytestmark = pytest.mark.integration
@@ -435,3 +438,212 @@ def test_the_crawl_survives_every_kind_of_broken_answer(tmp_path: Path, pg: str)
     assert {"1110", "1120", "1130", "1140", "1141"} <= set(repos)
     assert report.rejected["partition_pagination_loop"] == 1
     assert report.rejected["partition_off_base_url"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- LLM
+class Echo(BaseModel):
+    echo: str
+    length: int
+
+
+GOOD = '{"echo": "a", "length": 1}'
+
+
+def llm_settings(tmp_path: Path, url: str, **over: Any) -> Settings:
+    values: dict[str, Any] = {
+        "var_dir": tmp_path / "var",
+        "llm_endpoints": url,
+        "llm_backoff_base_s": 0.001,
+        "llm_backoff_max_s": 0.01,
+        "llm_request_timeout_s": 10.0,
+        "llm_deadline_s": 30.0,
+        "llm_max_reasks": 0,
+        "llm_max_retries": 2,
+        "llm_max_concurrency": 3,
+        "llm_model": "m",
+    }
+    values.update(over)
+    settings = load_settings(**values)
+    migrate(settings)
+    return settings
+
+
+def ask(settings: Settings, texts: list[str]) -> list[LLMResult]:
+    with get_llm(settings) as client:
+        return client.structured_many("echo_test", [{"text": t} for t in texts], Echo, max_new_tokens=64)
+
+
+def llm_rejections(settings: Settings) -> Counter[str]:
+    with session_scope(settings) as s:
+        return Counter(s.scalars(select(Rejection.reason).where(Rejection.stage == "llm")).all())
+
+
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        (f"```json\n{GOOD}\n```", None),
+        (f"{GOOD}\n\nI hope this helps! Let me know if you need anything else.", None),
+        ('{"echo": "a", "length": 1, "confidence": 0.9, "notes": ["x"]}', None),
+        ('{"echo": "a", "len', "llm_invalid_json"),
+        (f"[{GOOD}]", "llm_invalid_json"),
+        ("", "llm_invalid_json"),
+        ('{"echo": ["a"], "length": "one"}', "llm_schema_mismatch"),
+        ("{" * 3_000_000, "llm_invalid_json"),
+        ("[" * 300_000, "llm_invalid_json"),
+    ],
+    ids=[
+        "fenced",
+        "trailing-prose",
+        "extra-keys",
+        "truncated",
+        "array",
+        "empty",
+        "wrong-types",
+        "huge",
+        "deep",
+    ],
+)
+def test_what_a_model_may_answer(tmp_path: Path, answer: str, reason: str | None) -> None:
+    with FakeTGI(
+        lambda req: answer if req["prompt"].count("<<<BEGIN") and "bad" in req["prompt"] else GOOD
+    ) as tgi:
+        settings = llm_settings(tmp_path, tgi.url)
+        bad, good = ask(settings, ["bad", "good"])
+        assert good.ok  # the rest goes on
+        assert bad.ok == (reason is None) and bad.rejection_reason == reason
+        if reason:
+            assert llm_rejections(settings)[reason] == 1 and bad.rejection_detail
+            assert tgi.calls == 2  # llm_max_reasks=0: one try each, no retry storm
+
+
+def test_nul_bytes_and_lone_surrogates_in_an_answer_are_stored_on_postgres(tmp_path: Path, pg: str) -> None:
+    answers = {
+        "raw": '{"echo": "nul \x00 and \ud800", "length": "x"}',  # the characters themselves
+        "escaped": '{"echo": "nul \\u0000 and \\ud800", "length": 1}',  # valid JSON escapes: a valid answer
+    }
+    with FakeTGI(lambda req: next(v for k, v in answers.items() if f"\n{k}\n" in req["prompt"])) as tgi:
+        settings = llm_settings(tmp_path, tgi.url, database_url=pg)
+        raw, escaped = ask(settings, ["raw", "escaped"])
+        assert raw.rejection_reason == "llm_invalid_json" and escaped.ok
+        with session_scope(settings) as s:
+            row = s.scalars(select(Rejection).where(Rejection.stage == "llm")).one()
+            assert "\ufffd" in (row.detail or "") and "\x00" not in (row.detail or "")
+            cached = s.get(LLMCacheEntry, raw.cache_key)
+            assert (
+                cached is not None and cached.status == "rejected" and "\x00" not in (cached.response or "")
+            )
+        again = ask(settings, ["raw", "escaped"])
+        assert all(r.cached for r in again) and tgi.calls == 2
+        assert again[1].ok and again[1].value.echo.startswith("nul ")
+
+
+def tgi_routes(generate: Any, info: Any = None) -> dict[str, Any]:
+    routes = {"/generate": generate, "/health": lambda r: Answer(200, b"")}
+    if info is not None:
+        routes["/info"] = info
+    return routes
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        None,  # /info missing (404)
+        lambda r: Answer(200, "<html>gateway</html>", content_type="text/html"),
+        lambda r: Answer.json_body([{"max_concurrent_requests": 99}]),
+        lambda r: Answer.json_body({"max_concurrent_requests": "99", "model_id": {"x": 1}}),
+        lambda r: Answer.json_body({"max_concurrent_requests": True}),
+        lambda r: Answer.json_body({"max_concurrent_requests": -4}),
+    ],
+    ids=["missing", "html", "list", "string", "bool", "negative"],
+)
+def test_concurrency_falls_back_to_the_setting_when_info_is_missing_or_garbage(
+    tmp_path: Path, info: Any
+) -> None:
+    answer = Answer.json_body({"generated_text": GOOD, "details": {"finish_reason": "eos_token"}})
+    with ScriptedHTTP(tgi_routes(lambda r: answer, info)) as srv:
+        settings = llm_settings(tmp_path, srv.url)
+        with get_llm(settings) as client:
+            client.transport.probe()
+            assert client.transport.capacity == 3  # llm_max_concurrency
+            assert client.structured("echo_test", {"text": "a"}, Echo).ok
+
+
+def test_an_error_body_in_a_200_validation_is_a_rejection_not_a_retry(tmp_path: Path) -> None:
+    body = {
+        "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096",
+        "error_type": "validation",
+    }
+    with ScriptedHTTP(tgi_routes(lambda r: Answer.json_body(body))) as srv:
+        settings = llm_settings(tmp_path, srv.url)
+        (res,) = ask(settings, ["a"])
+        assert res.rejection_reason == "llm_request_rejected" and "4096" in (res.rejection_detail or "")
+        assert srv.count("/generate") == 1 and llm_rejections(settings)["llm_request_rejected"] == 1
+
+
+def test_an_error_body_in_a_200_overloaded_is_retried(tmp_path: Path) -> None:
+    answers = iter([Answer.json_body({"error": "Model is overloaded", "error_type": "overloaded"}),
+                    Answer.json_body({"generated_text": GOOD})])  # fmt: skip
+    with ScriptedHTTP(tgi_routes(lambda r: next(answers))) as srv:
+        (res,) = ask(llm_settings(tmp_path, srv.url), ["a"])
+        assert res.ok and srv.count("/generate") == 2
+
+
+def test_a_server_that_keeps_answering_garbage_is_unavailable_with_the_reason(tmp_path: Path) -> None:
+    html = Answer(200, "<html><h1>502 Bad Gateway</h1></html>", content_type="text/html")
+    with ScriptedHTTP(tgi_routes(lambda r: html)) as srv:
+        settings = llm_settings(tmp_path, srv.url)
+        with pytest.raises(LLMUnavailable) as err:
+            ask(settings, ["a"])
+        assert "unreadable answer" in str(err.value) and srv.count("/generate") == 3  # bounded
+        with session_scope(settings) as s:  # nothing cached: a later run asks again
+            assert s.scalars(select(LLMCacheEntry)).first() is None
+
+
+def test_a_streamed_answer_nobody_asked_for_is_read(tmp_path: Path) -> None:
+    events = [
+        {"token": {"id": 1, "text": GOOD[:10], "special": False}, "generated_text": None},
+        {"token": {"id": 2, "text": GOOD[10:], "special": False}, "generated_text": GOOD,
+         "details": {"finish_reason": "eos_token", "generated_tokens": 2}},
+    ]  # fmt: skip
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+    with ScriptedHTTP(tgi_routes(lambda r: Answer(200, sse, content_type="text/event-stream"))) as srv:
+        (res,) = ask(llm_settings(tmp_path, srv.url), ["a"])
+        assert res.ok and res.value == Echo(echo="a", length=1)
+
+
+def test_an_answer_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
+    cut = Answer.json_body({"generated_text": '{"echo": "aaaa', "details": {"finish_reason": "length"}})
+    with ScriptedHTTP(tgi_routes(lambda r: cut)) as srv:
+        settings = llm_settings(tmp_path, srv.url, llm_max_reasks=1)
+        (res,) = ask(settings, ["a"])
+        assert res.rejection_reason == "llm_truncated" and "max_new_tokens=64" in (res.rejection_detail or "")
+        assert srv.count("/generate") == 2 and llm_rejections(settings)["llm_truncated"] == 1
+
+
+def test_bytes_that_are_not_utf8_are_judged_not_lost(tmp_path: Path) -> None:
+    body = b'{"generated_text": "{\\"echo\\": \\"caf\xe9\\", \\"length\\": 4}"}'
+    with ScriptedHTTP(tgi_routes(lambda r: Answer(200, body))) as srv:
+        (res,) = ask(llm_settings(tmp_path, srv.url), ["a"])
+        assert res.ok and res.value == Echo(echo="caf\ufffd", length=4) and srv.count("/generate") == 1
+
+
+@pytest.mark.parametrize(
+    "chat, reason",
+    [
+        ({"choices": []}, "llm_no_content"),
+        ({"choices": [{"message": {"content": None}, "finish_reason": "content_filter"}]}, "llm_no_content"),
+        ({"choices": [{"message": {"content": '{"echo": "a'}, "finish_reason": "length"}]}, "llm_truncated"),
+    ],
+    ids=["no-choices", "null-content", "length"],
+)
+def test_openai_route_answers_without_content(tmp_path: Path, chat: dict[str, Any], reason: str) -> None:
+    def route(req: Request) -> Answer:
+        if "bad" in json.dumps(req.json()):
+            return Answer.json_body(chat)
+        return Answer.json_body({"choices": [{"message": {"content": GOOD}, "finish_reason": "stop"}]})
+
+    with ScriptedHTTP({"/v1/chat/completions": route}) as srv:
+        settings = llm_settings(tmp_path, srv.url, llm_api="openai")
+        bad, good = ask(settings, ["bad", "good"])
+        assert good.ok and bad.rejection_reason == reason
+        assert llm_rejections(settings)[reason] == 1 and srv.count("/v1/chat/completions") == 2

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import inspect, select
@@ -24,6 +25,7 @@ from scicodepile.db.models import LLMCacheEntry
 from scicodepile.db.session import get_engine
 from scicodepile.errors import ConfigError
 from scicodepile.settings import Settings
+from scicodepile.sources._clean import clean_opt, clean_text
 from scicodepile.store.keys import llm_payload_key
 
 
@@ -104,6 +106,7 @@ class LLMCache:
         """
         inline_limit = self.settings.llm_cache_inline_bytes
         rows: list[dict[str, Any]] = []
+        entries = [_storable(e) for e in entries]
         for e in entries:
             if not self.enabled or e.status == "refused":
                 continue
@@ -146,6 +149,37 @@ class LLMCache:
                     f"model={e.model} prompt={e.prompt_version} attempts={e.attempts}: {e.error}\n"
                     f"raw answer: {(e.raw or '')[:3000]}",
                 )
+
+
+def _storable(entry: CacheEntry) -> CacheEntry:
+    """``entry`` with NUL bytes and lone surrogates in its texts replaced by U+FFFD.
+
+    A model (or a broken server) can answer ``\u0000`` or a lone surrogate inside valid JSON; Postgres
+    text cannot hold the one and psycopg cannot encode the other, and the whole batch's transaction
+    would fail.  The raw text kept for inspection is then this cleaned copy.
+    """
+    texts = (entry.raw, entry.error, entry.model, entry.prompt_version)
+    dirty = any(t is not None and _NOT_STORABLE.search(t) for t in texts)
+    if not dirty and not _unstorable_json(entry.parsed):
+        return entry
+    parsed = entry.parsed
+    if parsed is not None:
+        parsed = json.loads(clean_text(json.dumps(parsed, ensure_ascii=False)))
+    return replace(
+        entry,
+        raw=clean_opt(entry.raw),
+        error=clean_opt(entry.error),
+        model=clean_text(entry.model),
+        prompt_version=clean_text(entry.prompt_version),
+        parsed=parsed,
+    )
+
+
+def _unstorable_json(value: Any) -> bool:
+    return value is not None and bool(_NOT_STORABLE.search(json.dumps(value, ensure_ascii=False)))
+
+
+_NOT_STORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 @dataclass

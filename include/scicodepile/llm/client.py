@@ -335,8 +335,13 @@ class LLMClient:
                 )
                 return LLMResult(True, verdict.value, raw, None, model, version, key, False, attempt)
             reason, detail = f"llm_{verdict.reason}", verdict.detail
+            if completion.extra.get("problem"):  # a well-formed answer with nothing in it
+                reason, detail = "llm_no_content", str(completion.extra["problem"])
+            elif completion.finish_reason == "length":  # cut off: say so, not just "invalid JSON"
+                reason = "llm_truncated"
+                detail = f"the answer was cut off at max_new_tokens={max_new_tokens} ({verdict.detail})"
             log.info("invalid LLM answer (%s, attempt %d): %s", reason, attempt, detail)
-            history.append(Turn(answer=raw, problem=f"{verdict.reason}: {detail}"))
+            history.append(Turn(answer=raw, problem=f"{reason.removeprefix('llm_')}: {detail}"))
         sink(
             CacheEntry(
                 key,

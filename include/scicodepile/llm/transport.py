@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from scicodepile.errors import ConfigError, SciCodePileError
-from scicodepile.llm.backends import Backend, Completion
+from scicodepile.llm.backends import Backend, Completion, ErrorBody
 
 log = logging.getLogger("scicodepile.llm")
 
@@ -163,10 +163,17 @@ class Transport:
             return
         ep.info = info if isinstance(info, dict) else None
         if not ep.info:
+            log.warning("%s/info is not an object; using llm_max_concurrency=%d", ep.url, ep.cap)
             return
-        ep.model_id = ep.info.get("model_id")
+        model_id = ep.info.get("model_id")
+        ep.model_id = model_id[:256] if isinstance(model_id, str) and model_id.strip() else None
         server_cap = ep.info.get("max_concurrent_requests")
-        if isinstance(server_cap, int) and server_cap > 0:
+        if not (isinstance(server_cap, int) and not isinstance(server_cap, bool) and server_cap > 0):
+            log.warning(
+                "%s/info reports max_concurrent_requests=%r; using llm_max_concurrency=%d",
+                ep.url, str(server_cap)[:40], ep.cap,
+            )  # fmt: skip
+        else:
             with self._cond:
                 ep.cap = min(self.max_concurrency, server_cap)
                 ep.limit = float(ep.cap)
@@ -176,8 +183,9 @@ class Transport:
             response = self.http.get(ep.url + "/v1/models", timeout=min(10.0, self.request_timeout))
             response.raise_for_status()
             data = response.json().get("data") or []
-            if data and isinstance(data[0], dict):
-                ep.model_id = data[0].get("id")
+            if isinstance(data, list) and data and isinstance(data[0], dict):
+                model_id = data[0].get("id")
+                ep.model_id = model_id[:256] if isinstance(model_id, str) and model_id.strip() else None
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             log.info("cannot read %s/v1/models (%s)", ep.url, exc)
 
@@ -256,11 +264,20 @@ class Transport:
                 status = response.status_code
                 if status == 200:
                     try:
-                        completion = self.backend.parse(response.json())
+                        completion = self.backend.read(
+                            response.content, response.headers.get("content-type", "")
+                        )
                         outcome = "ok"
                         return completion
-                    except ValueError as exc:  # a proxy's HTML page, a truncated body
-                        last = f"{ep.url}: unreadable answer ({exc})"
+                    except ErrorBody as exc:  # HTTP 200 whose body is {"error": ...}
+                        if exc.error_type in ("validation", "invalid_request_error"):
+                            outcome = "ok"  # the server is fine; the request is not
+                            raise LLMRequestRejected(status, f"error in a 200 answer: {exc}") from None
+                        if exc.error_type == "overloaded":
+                            outcome = "overloaded"
+                        last = f"{ep.url}: HTTP 200 with an error ({exc.error_type}): {exc}"
+                    except (ValueError, RecursionError) as exc:  # a proxy's HTML page, a truncated body
+                        last = f"{ep.url}: unreadable answer ({str(exc)[:200]})"
                 elif status == 429:
                     outcome, retry_after = "overloaded", _retry_after(response)
                     last = f"{ep.url}: HTTP 429 {_error_text(response)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scicodepile.llm.backends import OpenAIBackend, TGIBackend, Turn
+from scicodepile.llm.backends import ErrorBody, OpenAIBackend, TGIBackend, Turn
 from scicodepile.llm.cache import cache_key
 from scicodepile.llm.transport import backoff_delay
 
@@ -69,7 +69,55 @@ def test_answers_are_parsed_and_malformed_ones_refused() -> None:
     with pytest.raises(ValueError):
         TGIBackend().parse({"error": "x"})
     with pytest.raises(ValueError):
-        OpenAIBackend().parse({"choices": []})
+        OpenAIBackend().parse({"choices": "nope"})
+    # a well-formed answer with nothing in it is this item's fault: an empty completion that says why
+    empty = OpenAIBackend().parse({"choices": []})
+    assert empty.text == "" and empty.extra["problem"] == "chat completion with no choices"
+    refused = OpenAIBackend().parse(
+        {"choices": [{"message": {"content": None}, "finish_reason": "content_filter"}]}
+    )
+    assert refused.text == "" and "content_filter" in refused.extra["problem"]
+
+
+@pytest.mark.parametrize(
+    "body, error_type",
+    [
+        ({"error": "Input validation error: `inputs` too long", "error_type": "validation"}, "validation"),
+        ({"error": "Model is overloaded", "error_type": "overloaded"}, "overloaded"),
+        ({"error": {"message": "bad", "type": "invalid_request_error"}}, "invalid_request_error"),
+    ],
+)
+def test_an_error_body_in_a_200_is_an_error_body(body: dict, error_type: str) -> None:
+    for backend in (TGIBackend(), OpenAIBackend()):
+        with pytest.raises(ErrorBody) as err:
+            backend.parse(body)
+        assert err.value.error_type == error_type
+
+
+def test_event_streams_are_read_when_a_server_streams_unasked() -> None:
+    tgi = (
+        b'data: {"token": {"id": 1, "text": "{\\"a\\"", "special": false}, "generated_text": null}\n\n'
+        b'data: {"token": {"id": 2, "text": ": 1}", "special": false}, "generated_text": "{\\"a\\": 1}",'
+        b' "details": {"finish_reason": "eos_token", "generated_tokens": 2}}\n\n'
+    )
+    c = TGIBackend().read(tgi, "text/event-stream")
+    assert (c.text, c.finish_reason, c.completion_tokens) == ('{"a": 1}', "eos_token", 2)
+    oa = (
+        b'data: {"choices": [{"delta": {"content": "{\\"a\\""}, "finish_reason": null}]}\n\n'
+        b'data: {"choices": [{"delta": {"content": ": 1}"}, "finish_reason": "length"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    o = OpenAIBackend().read(oa, "text/event-stream")
+    assert (o.text, o.finish_reason) == ('{"a": 1}', "length")
+    with pytest.raises(ErrorBody):
+        TGIBackend().read(b'data: {"error": "boom", "error_type": "generation"}\n\n', "text/event-stream")
+    with pytest.raises(ValueError):
+        TGIBackend().read(b"data: not json\n\n", "text/event-stream")
+
+
+def test_bytes_that_are_not_utf8_become_replacement_characters() -> None:
+    c = TGIBackend().read(b'{"generated_text": "caf\xe9 \xff"}', "application/json")
+    assert c.text == "caf\ufffd \ufffd"
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:
