@@ -8,8 +8,11 @@ kind are returned so the stage report shows what was redacted.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
+from functools import lru_cache
+from itertools import accumulate
 
 _PATTERNS: list[tuple[str, tuple[str, ...], re.Pattern[str], str]] = [
     # (kind, literal triggers (a cheap "in" test before the regex runs), pattern, placeholder)
@@ -109,14 +112,26 @@ def redact(text: str) -> tuple[str, Counter[str]]:
 def _by_line(text: str, words: tuple[str, ...], apply: Callable[[str], str], *, lower: bool = False) -> str:
     """Run ``apply`` only on the lines holding one of ``words``: the regexes are costly, the lines few.
 
-    (Secrets and addresses written across lines are not matched; the regexes never spanned lines.)
+    The lines are found with one C-level scan for all the words over the whole text, not a Python
+    loop per line.  (Secrets and addresses written across lines are not matched; the regexes never
+    spanned lines.)
     """
     haystack = text.lower() if lower else text
-    if not any(w in haystack for w in words):
+    finder = _word_finder(words)
+    hits = [m.start() for m in finder.finditer(haystack)]
+    if not hits:
         return text
     lines = text.split("\n")
-    probe = haystack.split("\n") if len(haystack) == len(text) else [x.lower() if lower else x for x in lines]
-    for i, line in enumerate(probe):
-        if any(w in line for w in words):
-            lines[i] = apply(lines[i])
+    if len(haystack) != len(text):  # lower-casing changed lengths (rare letters): match line by line
+        targets = [i for i, line in enumerate(lines) if finder.search(line.lower() if lower else line)]
+    else:
+        starts = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+        targets = sorted({bisect_right(starts, pos) - 1 for pos in hits})
+    for i in targets:
+        lines[i] = apply(lines[i])
     return "\n".join(lines)
+
+
+@lru_cache(maxsize=16)
+def _word_finder(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
