@@ -7,8 +7,11 @@ recorded; the rest goes on; nothing lost; no secret leaked; no request off the c
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import tarfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -647,3 +650,184 @@ def test_openai_route_answers_without_content(tmp_path: Path, chat: dict[str, An
         bad, good = ask(settings, ["bad", "good"])
         assert good.ok and bad.rejection_reason == reason
         assert llm_rejections(settings)[reason] == 1 and srv.count("/v1/chat/completions") == 2
+
+
+# ----------------------------------------------------------------------------- local and sample sources
+def source_settings(tmp_path: Path, pg: str) -> Settings:
+    settings = load_settings(var_dir=tmp_path / "var", database_url=pg)
+    migrate(settings)
+    return settings
+
+
+def crawl_rejections(settings: Settings) -> dict[str, str]:
+    with session_scope(settings) as s:
+        return {
+            r.subject_key: r.reason for r in s.scalars(select(Rejection).where(Rejection.stage == "crawl"))
+        }
+
+
+def test_a_hostile_local_folder(tmp_path: Path, pg: str) -> None:
+    root = tmp_path / "mirror"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text(json.dumps({"description": "leaked", "stars": 5}))
+    with tarfile.open(outside / "elsewhere.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("x/a.py")
+        tar.addfile(info, io.BytesIO(b""))
+    for name in ("good", "wrongtypes", "huge", "nested", "baddate", "nul", "linkedmeta", "neg", "future"):
+        (root / name).mkdir()
+        (root / name / "a.py").write_text("x = 1\n")
+    meta = {
+        "good": {
+            "stars": 3,
+            "topics": ["chemistry"],
+            "description": "fine",
+            "pushed_at": "2024-01-01T00:00:00Z",
+        },
+        "wrongtypes": {"stars": "3", "license": ["MIT"]},
+        "nested": {"topics": [{"a": {"b": [1, 2]}}], "description": {"text": "x"}},
+        "baddate": {"pushed_at": "last tuesday"},
+        "nul": {"description": "nul \x00 here \ud800", "license": "MIT\x00"},
+        "neg": {"stars": -1},
+        "future": {"pushed_at": "9999-01-01T00:00:00Z"},
+    }
+    for name, value in meta.items():
+        (root / f"{name}.metadata.json").write_text(json.dumps(value))
+    (root / "huge.metadata.json").write_text(json.dumps({"description": "d" * (3 << 20)}))
+    (root / "linkedmeta.metadata.json").symlink_to(outside / "secret.json")
+    (root / "escape.tar.gz").symlink_to(outside / "elsewhere.tar.gz")  # an archive entry pointing outside
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    odd = "new\nline"
+    (root / odd).mkdir()
+    (root / odd / "a.py").write_text("")
+    (root / ("n" * 250)).mkdir()
+    if os.uname().sysname == "Linux":  # a name that is not UTF-8
+        os.mkdir(os.fsencode(str(root)) + b"/caf\xe9")
+
+    settings = source_settings(tmp_path, pg)
+    report = run_crawl_stage(RunContext(settings=settings, source="local", path=root))
+    with session_scope(settings) as s:
+        repos = {r.source_id: r for r in s.scalars(select(Repository))}
+    rejected = crawl_rejections(settings)
+    kept = {
+        "good",
+        "wrongtypes",
+        "huge",
+        "nested",
+        "baddate",
+        "nul",
+        "linkedmeta",
+        "neg",
+        "future",
+        "n" * 250,
+    }
+    assert set(repos) == kept  # a bad metadata file loses the metadata, never the repository
+    assert repos["good"].stars == 3 and repos["good"].topics == ["chemistry"]
+    for name in ("wrongtypes", "huge", "nested", "baddate", "neg", "future", "linkedmeta"):
+        assert rejected.get(f"{name}.metadata.json") == "invalid_metadata", name
+    assert repos["linkedmeta"].description is None  # a symlinked metadata file is not read
+    assert "\x00" not in (repos["nul"].description or "") and "\ufffd" in (repos["nul"].description or "")
+    assert repos["baddate"].pushed_at is not None  # from the folder's mtime, not the bad value
+    assert rejected.get("escape.tar.gz") == "symlink_entry"
+    assert rejected.get("linkdir") == "symlink_entry"
+    assert rejected.get("new\\nline") == "invalid_name"
+    if os.uname().sysname == "Linux":
+        assert rejected.get("caf\\udce9") == "invalid_name" or any(
+            r == "invalid_name" for r in rejected.values()
+        )
+    assert report.kept == len(kept)
+
+
+def _sdist(path: Path, pkg_info: bytes, name: str = "pkg-1.0") -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo(f"{name}/PKG-INFO")
+        info.size = len(pkg_info)
+        tar.addfile(info, io.BytesIO(pkg_info))
+
+
+def test_broken_sdists_are_rejected_one_by_one(tmp_path: Path, pg: str) -> None:
+    settings = source_settings(tmp_path, pg)
+    cache = settings.var_dir / "cache" / "sample"
+    good = b"Metadata-Version: 2.1\nName: good\nVersion: 1.0\nSummary: fine\nLicense: MIT\n"
+    entries = {
+        "good": good,
+        "latin": b"Metadata-Version: 2.1\nName: latin\nVersion: 1.0\nSummary: caf\xe9 \x00 \xff\xfe\n",
+        "hugefield": b"Metadata-Version: 2.1\nName: hugefield\nVersion: 1.0\nSummary: "
+        + b"s" * 900_000
+        + b"\n",
+        "hostile": b"Metadata-Version: 2.1\nName: ../../etc/passwd\nVersion: 1.0\nSummary: x\n",
+    }
+    for name, info in entries.items():
+        (cache / f"{name}-1.0").mkdir(parents=True)
+        _sdist(cache / f"{name}-1.0" / f"{name}-1.0.tar.gz", info, f"{name}-1.0")
+    (cache / "garbage-1.0").mkdir()
+    (cache / "garbage-1.0" / "garbage-1.0.tar.gz").write_bytes(b"this is not a tarball")
+    (cache / "cut-1.0").mkdir()
+    buf = tmp_path / "whole.tar.gz"
+    _sdist(buf, good + b"Description: " + os.urandom(200_000).hex().encode() + b"\n", "cut-1.0")
+    (cache / "cut-1.0" / "cut-1.0.tar.gz").write_bytes(buf.read_bytes()[:5000])  # a truncated gzip stream
+    (cache / "noinfo-1.0").mkdir()
+    with tarfile.open(cache / "noinfo-1.0" / "noinfo-1.0.tar.gz", "w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("noinfo-1.0/setup.py"), io.BytesIO(b""))
+    manifest = tmp_path / "manifest.txt"
+    names = [*entries, "garbage", "cut", "noinfo"]
+    manifest.write_text("\n".join(f"{n}==1.0" for n in names) + "\nnot a requirement line\n")
+    report = run_crawl_stage(RunContext(settings=settings, source="sample", manifest=manifest))
+    with session_scope(settings) as s:
+        repos = {r.source_id: r for r in s.scalars(select(Repository))}
+    rejected = crawl_rejections(settings)
+    assert set(repos) == {"good==1.0", "latin==1.0", "hugefield==1.0", "hostile==1.0"}
+    assert "\x00" not in (repos["latin==1.0"].description or "")
+    assert len(repos["hugefield==1.0"].description or "") <= 20_000
+    assert repos["hostile==1.0"].full_name == "hostile"  # the manifest's name, not the sdist's claim
+    assert rejected["garbage==1.0"] == "bad_sdist" and rejected["cut==1.0"] == "bad_sdist"
+    assert rejected["noinfo==1.0"] == "bad_sdist"
+    assert "invalid_manifest_line" in rejected.values()
+    assert report.kept == 4
+
+
+def _git(folder: Path, *args: str) -> None:
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.org"}  # fmt: skip
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, env=env)
+
+
+def test_a_local_git_repository_cannot_run_commands_or_point_elsewhere(tmp_path: Path, pg: str) -> None:
+    from scicodepile.sources import get_source
+
+    root = tmp_path / "mirror"
+    evil = root / "evil"
+    evil.mkdir(parents=True)
+    (evil / "model.py").write_text("x = 1\n")
+    (evil / ".gitattributes").write_text("* filter=pwn\n")
+    _git(evil, "init", "-q")
+    _git(evil, "add", ".")
+    _git(evil, "commit", "-q", "-m", "one")
+    marker = tmp_path / "PWNED"
+    _git(evil, "config", "filter.pwn.smudge", f"touch {marker}; cat")
+    other = tmp_path / "private"
+    other.mkdir()
+    (other / "secret.txt").write_text("s")
+    _git(other, "init", "-q")
+    _git(other, "add", ".")
+    _git(other, "commit", "-q", "-m", "private")
+    pointer = root / "pointer"
+    pointer.mkdir()
+    (pointer / ".git").write_text(f"gitdir: {other / '.git'}\n")  # a .git file: another repository
+
+    settings = source_settings(tmp_path, pg)
+    ctx = RunContext(settings=settings, source="local", path=root)
+    run_crawl_stage(ctx)
+    with session_scope(settings) as s:
+        repos = {r.source_id: r for r in s.scalars(select(Repository))}
+    assert repos["evil"].extra["kind"] == "git" and repos["pointer"].extra["kind"] == "dir"
+    source = get_source("local", ctx)
+    snap = source.fetch(repos["evil"], tmp_path / "work")
+    assert not marker.exists()  # the repository's filter command never ran
+    with tarfile.open(snap.path) as tar:
+        assert tar.extractfile("model.py").read() == b"x = 1\n"
+    pointed = source.fetch(repos["pointer"], tmp_path / "work")
+    assert pointed.kind == "dir" and pointed.path == pointer  # the folder itself, not the other repository

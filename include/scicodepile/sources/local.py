@@ -13,15 +13,18 @@ import json
 import logging
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scicodepile.crawl.windows import parse_instant
 from scicodepile.errors import ConfigError
 from scicodepile.pipeline import shard_of
 from scicodepile.records import RepositoryRecord
 from scicodepile.settings import Settings
+from scicodepile.sources._clean import clean_text
 from scicodepile.sources.sample import sha256_file
 
 log = logging.getLogger("scicodepile.sources")
@@ -40,14 +43,42 @@ _META_FIELDS = {
 }
 
 
+MAX_METADATA_BYTES = 1 << 20
+MAX_NAME_CHARS = 256  # the repository key's column
+_INT_MAX = 2**31 - 1
+
+
 def _entry_name(path: Path) -> str | None:
     if path.name.startswith(".") or path.name.endswith(".metadata.json"):
         return None
-    if path.is_dir() and not path.is_symlink():
+    if path.is_dir():
         return path.name
     for suffix in ARCHIVE_SUFFIXES:
         if path.is_file() and path.name.endswith(suffix):
             return path.name[: -len(suffix)]
+    return None
+
+
+def printable(name: str) -> str:
+    """A file name as a storable, readable key: control characters and undecodable bytes escaped."""
+    return name.encode("unicode_escape", "backslashreplace").decode("ascii")[:500]
+
+
+def name_problem(path: Path, name: str) -> tuple[str, str] | None:
+    """Why an entry cannot be a repository, as (reason, detail); None when it can.
+
+    A symlink (it may point anywhere on the machine: an archive or folder outside the mirror), a name
+    that is not UTF-8 (undecodable bytes), one with control characters, or one too long for the
+    repository's key.
+    """
+    if path.is_symlink():
+        return "symlink_entry", f"{printable(path.name)} is a symlink (to {printable(os.readlink(path))})"
+    if any(0xDC80 <= ord(c) <= 0xDCFF for c in name):
+        return "invalid_name", f"{printable(path.name)} is not valid UTF-8"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "invalid_name", f"{printable(path.name)} holds control characters"
+    if len(name) > MAX_NAME_CHARS:
+        return "invalid_name", f"a name of {len(name)} characters (limit {MAX_NAME_CHARS})"
     return None
 
 
@@ -67,8 +98,32 @@ def tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def is_git_repo(folder: Path) -> bool:
+    """A git repository whose ``.git`` is a real folder inside it (a ``.git`` file or symlink could
+    point at another repository anywhere on the machine)."""
+    dot_git = folder / ".git"
+    return dot_git.is_dir() and not dot_git.is_symlink()
+
+
+def git_archive(folder: Path, commit: str, out: Path) -> None:
+    """``git archive`` of ``commit`` without running anything the repository configures.
+
+    A repository's own ``.git/config`` is untrusted: ``git archive`` inside it would run the smudge
+    command of any filter its ``.gitattributes`` names (code execution on the crawl host).  So the
+    objects are first cloned into a bare repository with a fresh configuration (a local clone copies
+    or hard-links objects and reads nothing executable from the source), and archived from there.
+    """
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".git-clone-") as tmp:
+        clone = Path(tmp) / "repo.git"
+        for args in (
+            ["clone", "--quiet", "--bare", "--", str(folder), str(clone)],
+            ["-C", str(clone), "archive", "--format=tar.gz", "-o", str(out), commit],
+        ):
+            subprocess.run(["git", *args], check=True, capture_output=True, timeout=600)
+
+
 def git_head(folder: Path) -> str | None:
-    if not (folder / ".git").exists():
+    if not is_git_repo(folder):
         return None
     proc = subprocess.run(
         ["git", "-C", str(folder), "rev-parse", "HEAD"],
@@ -84,7 +139,7 @@ def last_change(path: Path) -> str | None:
     """When an entry last changed, as its ``pushed_at``: a git repository's HEAD commit time, else the
     newest modification time in the folder (or of the archive).  A change marks it for re-curation."""
     try:
-        if path.is_dir() and (path / ".git").exists():
+        if path.is_dir() and is_git_repo(path):
             proc = subprocess.run(
                 ["git", "-C", str(path), "log", "-1", "--format=%cI"],
                 capture_output=True, text=True, check=False, timeout=60,
@@ -102,6 +157,41 @@ def last_change(path: Path) -> str | None:
     return datetime.fromtimestamp(newest, UTC).isoformat()
 
 
+_LIMITS = {"license": 128, "description": 20_000, "url": 2048, "domain": 64, "pushed_at": 40}
+
+
+def _checked_metadata(data: dict[str, Any]) -> dict[str, Any]:
+    """The known fields of a metadata file, type- and range-checked; ``ValueError`` names the field."""
+    out: dict[str, Any] = {}
+    for key, kind in _META_FIELDS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"field {key!r} must be {kind.__name__}")
+        if kind is int and not 0 <= value <= _INT_MAX:
+            raise ValueError(f"field {key!r} out of range: {value}")
+        if kind is str:
+            if len(value) > _LIMITS[key] * 4:
+                raise ValueError(f"field {key!r} is {len(value)} characters long")
+            value = clean_text(value, _LIMITS[key])
+        out[key] = value
+    if "topics" in out:
+        if not all(isinstance(t, str) for t in out["topics"]):
+            raise ValueError("field 'topics' must be a list of strings")
+        out["topics"] = [clean_text(t, 100) for t in out["topics"][:50]]
+    if "url" in out and not out["url"].startswith(("http://", "https://")):
+        raise ValueError("field 'url' must be an http(s) URL")
+    if "pushed_at" in out:
+        try:
+            when = parse_instant(out["pushed_at"])
+        except ValueError:
+            raise ValueError(f"field 'pushed_at' is not an ISO date: {out['pushed_at'][:40]!r}") from None
+        if when > datetime.now(UTC) + timedelta(days=1):
+            raise ValueError(f"field 'pushed_at' is in the future: {out['pushed_at']}")
+    return out
+
+
 class LocalSource:
     """Repositories in a local folder."""
 
@@ -113,54 +203,62 @@ class LocalSource:
         if not self.path.is_dir():
             raise ConfigError(f"local source folder {self.path} does not exist or is not a folder")
 
-    def entries(self) -> list[tuple[str, Path]]:
-        """(name, path) of every repository in the folder, sorted by name; first of duplicates wins."""
+    def entries(self, on_reject: RejectFn | None = None) -> list[tuple[str, Path]]:
+        """(name, path) of every repository in the folder, sorted by name; first of duplicates wins.
+
+        Symlinked entries and names that cannot be stored (see :func:`name_problem`) are skipped and,
+        with ``on_reject``, recorded.
+        """
         seen: dict[str, Path] = {}
         for child in sorted(self.path.iterdir()):
             name = _entry_name(child)
-            if name and name not in seen:
-                seen[name] = child
+            if not name or name in seen:
+                continue
+            if problem := name_problem(child, name):
+                log.warning("local entry %s skipped: %s", printable(child.name), problem[1])
+                if on_reject:
+                    on_reject(printable(child.name), *problem)
+                continue
+            seen[name] = child
         return sorted(seen.items())
 
     def read_metadata(self, name: str, on_reject: RejectFn | None) -> dict[str, Any]:
         meta_path = self.path / f"{name}.metadata.json"
-        if not meta_path.is_file():
+        try:
+            if not meta_path.is_file() and not meta_path.is_symlink():
+                return {}
+        except OSError:  # NAME.metadata.json longer than the file system allows: there is none
             return {}
         try:
+            if meta_path.is_symlink():  # could point at any file on the machine
+                raise ValueError("a symlink; metadata files must be regular files in the folder")
+            size = meta_path.stat().st_size
+            if size > MAX_METADATA_BYTES:
+                raise ValueError(f"{size} bytes (limit {MAX_METADATA_BYTES})")
             data = json.loads(meta_path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            out: dict[str, Any] = {}
-            for key, kind in _META_FIELDS.items():
-                if data.get(key) is not None:
-                    if not isinstance(data[key], kind) or isinstance(data[key], bool):
-                        raise ValueError(f"field {key!r} must be {kind.__name__}")
-                    out[key] = data[key]
-            if "topics" in out:
-                out["topics"] = [str(t) for t in out["topics"]][:50]
-            return out
-        except (ValueError, UnicodeDecodeError) as exc:
-            log.warning("metadata %s ignored: %s", meta_path.name, exc)
+            return _checked_metadata(data)
+        except (ValueError, OSError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            nested = isinstance(exc, RecursionError)
+            detail = "JSON nested too deeply" if nested else clean_text(str(exc), 500)
+            log.warning("metadata %s ignored: %s", printable(meta_path.name), detail)
             if on_reject:
-                on_reject(meta_path.name, "invalid_metadata", str(exc)[:500])
+                on_reject(printable(meta_path.name), "invalid_metadata", detail)
             return {}
 
     def discover(
         self, shard: int = 0, num_shards: int = 1, limit: int | None = None, on_reject: RejectFn | None = None
     ) -> Iterator[RepositoryRecord]:
         """One record per entry of this shard, with metadata from ``NAME.metadata.json`` when present."""
-        entries = self.entries()
+        entries = self.entries(on_reject if shard == 0 else None)
         if limit is not None:
             entries = entries[:limit]
         for name, path in entries:
             if shard_of(name, num_shards) != shard:
                 continue
             meta = self.read_metadata(name, on_reject)
-            kind = (
-                "git"
-                if path.is_dir() and (path / ".git").exists()
-                else ("dir" if path.is_dir() else "archive")
-            )
+            kind = "git" if path.is_dir() and is_git_repo(path) else ("dir" if path.is_dir() else "archive")
             yield RepositoryRecord(
                 source=self.name,
                 source_id=name,
@@ -189,12 +287,7 @@ class LocalSource:
             if head:
                 workdir.mkdir(parents=True, exist_ok=True)
                 out = workdir / f"{path.name}-{head[:12]}.tar.gz"
-                subprocess.run(
-                    ["git", "-C", str(path), "archive", "--format=tar.gz", "-o", str(out), head],
-                    check=True,
-                    capture_output=True,
-                    timeout=600,
-                )
+                git_archive(path, head, out)
                 return FetchedSnapshot(commit=head, path=out, kind="tar.gz")
             return FetchedSnapshot(commit=f"tree:{tree_digest(path)}", path=path, kind="dir")
         kind = "zip" if path.name.endswith(".zip") else "tar.gz"

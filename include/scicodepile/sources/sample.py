@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from scicodepile.errors import ConfigError
 from scicodepile.pipeline import shard_of
 from scicodepile.records import RepositoryRecord
 from scicodepile.settings import Settings
+from scicodepile.sources._clean import clean_text
 
 log = logging.getLogger("scicodepile.sources")
 
@@ -109,6 +111,11 @@ def license_from_metadata(meta: Any) -> tuple[str | None, str | None]:
     if raw and len(raw) <= 40 and _SPDX_LIKE.match(raw) and raw.upper() not in {"UNKNOWN", "NONE"}:
         return raw, raw
     return None, raw or None
+
+
+def _normalise(name: str) -> str:
+    """A project name under PEP 503 normalisation."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_pkg_info(archive: Path) -> str:
@@ -213,7 +220,10 @@ class SampleSource:
         return target
 
     def record_for(self, entry: ManifestEntry, archive: Path) -> RepositoryRecord:
-        meta = email.parser.Parser().parsestr(read_pkg_info(archive))
+        """The record of one sdist, from its PKG-INFO.  Every field is untrusted text: NUL bytes and
+        undecodable bytes are replaced, long fields cut, and the name is the manifest's (a PKG-INFO
+        ``Name`` that is not the same project under PEP 503 normalisation is ignored)."""
+        meta = email.parser.Parser().parsestr(clean_text(read_pkg_info(archive)))
         spdx, raw_license = license_from_metadata(meta)
         classifiers = list(meta.get_all("Classifier") or [])
         topics = sorted(
@@ -228,20 +238,24 @@ class SampleSource:
         home = (meta.get("Home-page") or "").strip() or (urls[0] if urls else None)
         if home and home.upper() == "UNKNOWN":
             home = None
+        claimed = str(meta.get("Name") or "").strip()
+        same = _normalise(claimed) == _normalise(entry.name)
+        if home and not home.startswith(("http://", "https://")):
+            home = None
         return RepositoryRecord(
             source=self.name,
             source_id=entry.key,
-            full_name=meta.get("Name") or entry.name,
-            url=home or f"https://pypi.org/project/{entry.name}/{entry.version}/",
-            description=(meta.get("Summary") or "").strip() or None,
+            full_name=claimed if same else entry.name,
+            url=(home[:2048] if home else None) or f"https://pypi.org/project/{entry.name}/{entry.version}/",
+            description=str(meta.get("Summary") or "").strip()[:20_000] or None,
             stars=None,
-            license=spdx,
-            topics=sorted(set(topics + keywords[:20])),
+            license=spdx[:128] if spdx else None,
+            topics=sorted({t[:100] for t in topics + keywords[:20]}),
             language="Python",
             domain=entry.domain,
             extra={
                 "version": entry.version,
-                "classifiers": classifiers,
+                "classifiers": [c[:300] for c in classifiers[:200]],
                 "license_text": (raw_license or "")[:500] or None,
                 "sdist": archive.name,
                 "sdist_sha256": sha256_file(archive),
@@ -262,7 +276,7 @@ class SampleSource:
             try:
                 archive = self.download(entry)
                 yield self.record_for(entry, archive)
-            except (ValueError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
+            except (ValueError, OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as exc:
                 log.warning("sample package %s skipped: %s", entry.key, exc)
                 if on_reject:
                     reason = "download_failed" if "pip download" in str(exc) else "bad_sdist"
