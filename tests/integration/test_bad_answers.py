@@ -831,3 +831,31 @@ def test_a_local_git_repository_cannot_run_commands_or_point_elsewhere(tmp_path:
         assert tar.extractfile("model.py").read() == b"x = 1\n"
     pointed = source.fetch(repos["pointer"], tmp_path / "work")
     assert pointed.kind == "dir" and pointed.path == pointer  # the folder itself, not the other repository
+
+
+def test_llm_query_expansion_garbage_is_recorded_and_the_synonym_table_fills_in(
+    tmp_path: Path, pg: str
+) -> None:
+    from scicodepile.crawl.stage import ensure_queries
+
+    def responder(req: dict[str, Any]) -> str:
+        if "chemistry" in req["prompt"].lower() and "numerical" not in req["prompt"].lower():
+            return "[]"  # not an object: this chunk falls back to the synonym table
+        return json.dumps(
+            {
+                "queries": [
+                    {"seed": "nul\x00seed", "query": "evil\x00 query"},
+                    {"seed": "x", "query": "a OR b stars:>1"},
+                ]
+            }
+        )
+
+    with FakeTGI(responder) as tgi:
+        settings = llm_settings(
+            tmp_path, tgi.url, database_url=pg, llm_model="", crawl_max_queries=40, llm_max_reasks=0
+        )
+        queries = ensure_queries(RunContext(settings=settings, source="github"))
+    assert len(queries) == 40 and all("\x00" not in q.text for _, q in queries)
+    reasons = crawl_rejections(settings)
+    assert "query_unknown_seed" in reasons.values() and "llm_expansion_rejected" in reasons.values()
+    assert all("\x00" not in key for key in reasons)

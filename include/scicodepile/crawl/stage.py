@@ -61,8 +61,8 @@ def ensure_queries(ctx: RunContext, report: StageReport | None = None) -> list[t
     if ctx.params.get("max_queries"):
         specs = specs[: int(ctx.params["max_queries"])]
     with session_scope(ctx.settings) as s:
-        for key, reason, detail in rejected:
-            record_rejection(s, STAGE, "query", key, reason, detail)
+        for key, reason, detail in rejected:  # LLM-made text: made storable (NUL, surrogates)
+            record_rejection(s, STAGE, "query", clean_text(key, 300), reason, clean_text(detail, 4000))
             if report is not None:
                 report.reject(reason)
         upsert(
@@ -182,7 +182,7 @@ def _reject(
 ) -> None:
     report.reject(reason)
     with session_scope(ctx.settings) as s:
-        record_rejection(s, STAGE, subject_type, key, reason, detail)
+        record_rejection(s, STAGE, subject_type, clean_text(key, 1000), reason, clean_text(detail, 4000))
 
 
 def _partition_query(query: str, field: str, window: Window, settings: Any) -> str:
