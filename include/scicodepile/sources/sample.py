@@ -207,7 +207,10 @@ class SampleSource:
             raise ValueError(f"pip download of {entry.key} timed out") from None
         if proc.returncode != 0:
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln]
-            raise ValueError(f"pip download of {entry.key} failed: {(lines or ['?'])[-1][:300]}")
+            last = (lines or ["?"])[-1][:300]
+            if "No matching distribution" in last:  # no such release, or wheels only (sdists are needed)
+                last += " (no such package or version, or no source distribution of it: wheels are not used)"
+            raise ValueError(f"pip download of {entry.key} failed: {last}")
         archives = [p for p in tmp.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tgz"))]
         if not archives:
             raise ValueError(f"pip download of {entry.key} gave no .tar.gz or .zip sdist")
