@@ -31,8 +31,8 @@ from scicodepile.db.models import Query, Repository, SearchPartition
 from scicodepile.pipeline import StageReport
 from scicodepile.records import RepositoryRecord
 from scicodepile.runner import RunContext
-from scicodepile.sources._clean import clean_text
 from scicodepile.sources.github import GitHubClient, GitHubError, item_to_record
+from scicodepile.text import clean_text
 
 log = logging.getLogger("scicodepile.crawl")
 

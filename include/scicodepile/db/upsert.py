@@ -64,7 +64,11 @@ def record_rejection(
 ) -> None:
     """Record (idempotently) that ``subject_key`` was rejected at ``stage`` for ``reason``."""
     from scicodepile.db.models import Rejection
+    from scicodepile.text import clean_opt, clean_text
 
+    # Keys and details come from untrusted data (file names, API answers): make them storable here,
+    # once, so no caller can fail a whole transaction with a NUL byte or a lone surrogate.
+    subject_key, reason, detail = clean_text(subject_key), clean_text(reason), clean_opt(detail)
     upsert(
         session,
         Rejection,

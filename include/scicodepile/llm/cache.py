@@ -25,8 +25,8 @@ from scicodepile.db.models import LLMCacheEntry
 from scicodepile.db.session import get_engine
 from scicodepile.errors import ConfigError
 from scicodepile.settings import Settings
-from scicodepile.sources._clean import clean_opt, clean_text
 from scicodepile.store.keys import llm_payload_key
+from scicodepile.text import clean_opt, clean_text
 
 
 def cache_key(model: str, prompt_version: str, prompt: str, parameters: dict[str, Any]) -> str:

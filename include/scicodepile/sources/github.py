@@ -31,7 +31,7 @@ import httpx
 from scicodepile.errors import ConfigError, SciCodePileError
 from scicodepile.records import RepositoryRecord
 from scicodepile.settings import Settings
-from scicodepile.sources._clean import clean_text
+from scicodepile.text import clean_text
 
 log = logging.getLogger("scicodepile.github")
 
@@ -560,7 +560,7 @@ def item_to_record(item: dict[str, Any], source: str = "github") -> RepositoryRe
     null), ``malformed_field:NAME`` (a wrong type: stars as a string, ``fork`` as ``"false"``, a
     ``full_name`` that is not ``owner/name``, topics that are not a list of strings),
     ``implausible_date:NAME`` (before 1990 or in the future).  Strings are made storable
-    (:func:`~scicodepile.sources._clean.clean_text`).  Nothing is coerced or invented.
+    (:func:`~scicodepile.text.clean_text`).  Nothing is coerced or invented.
     """
     if not isinstance(item, dict):
         raise ValueError("malformed_item")

@@ -28,7 +28,7 @@ from scicodepile.errors import ConfigError
 from scicodepile.pipeline import shard_of
 from scicodepile.records import RepositoryRecord
 from scicodepile.settings import Settings
-from scicodepile.sources._clean import clean_text
+from scicodepile.text import clean_text
 
 log = logging.getLogger("scicodepile.sources")
 
