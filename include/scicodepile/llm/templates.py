@@ -10,6 +10,9 @@ it in markers carrying a tag derived from the text itself (a sha256 prefix of la
 cannot forge its own closing marker, because that would need the marker's tag to be a hash of a text
 containing it.  Deterministic tags (not random ones) keep the rendered prompt, hence the cache key,
 stable across reruns.  Templates must tell the model that text between such markers is data.
+Chat-template control tokens inside the text (``<|im_start|>``, ``<|eot_id|>``, ``[INST]``,
+``<<SYS>>``) are broken apart (``< |im_start|>``) so a tokenizer reads them as text, not as a turn of
+the conversation.
 """
 
 from __future__ import annotations
@@ -36,9 +39,17 @@ class PromptError(ConfigError):
     """A template is missing, has no version line, or cannot be rendered with the given variables."""
 
 
+_CHAT_TOKEN = re.compile(r"<\|[^|<>\n]{1,40}\|>|\[/?INST\]|<</?SYS>>")
+
+
+def defuse_chat_tokens(text: str) -> str:
+    """Break chat-template control tokens apart so they reach the model as plain text."""
+    return _CHAT_TOKEN.sub(lambda m: m.group(0)[0] + " " + m.group(0)[1:], text)
+
+
 def untrusted(text: object, label: str = "DATA") -> str:
     """Wrap untrusted ``text`` in delimiters it cannot spoof (see the module docstring)."""
-    body = "" if text is None else str(text)
+    body = defuse_chat_tokens("" if text is None else str(text))
     label = re.sub(r"[^A-Z0-9_]", "_", str(label).upper())[:32] or "DATA"
     tag = hashlib.sha256(f"{label}\x00{body}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"<<<BEGIN UNTRUSTED {label} {tag}>>>\n{body}\n<<<END UNTRUSTED {label} {tag}>>>"
