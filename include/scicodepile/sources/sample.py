@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scicodepile.errors import ConfigError
-from scicodepile.pipeline import shard_of
+from scicodepile.pipeline import Progress, shard_of
 from scicodepile.records import RepositoryRecord
 from scicodepile.settings import Settings
 from scicodepile.text import clean_text
@@ -273,9 +273,9 @@ class SampleSource:
         entries = self.entries(on_reject if shard == 0 else None)
         if limit is not None:
             entries = entries[:limit]
-        for entry in entries:
-            if shard_of(entry.key, num_shards) != shard:
-                continue
+        mine = [e for e in entries if shard_of(e.key, num_shards) == shard]
+        progress = Progress(f"sample source shard {shard + 1}/{num_shards}: packages", total=len(mine))
+        for entry in mine:
             try:
                 archive = self.download(entry)
                 yield self.record_for(entry, archive)
@@ -284,6 +284,8 @@ class SampleSource:
                 if on_reject:
                     reason = "download_failed" if "pip download" in str(exc) else "bad_sdist"
                     on_reject(entry.key, reason, str(exc))
+            progress.advance()
+        progress.finish()
 
     def fetch(self, repo: Any, workdir: Path) -> Any:
         """The sdist archive itself (cached); its sha256 is the pinned "commit"."""
