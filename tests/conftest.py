@@ -53,6 +53,22 @@ def pg_settings(tmp_path: Path, pg_url: str):
 
 
 @pytest.fixture
+def own_pg_settings(tmp_path: Path):
+    """Like ``pg_settings`` but on a fresh Postgres database of this test's own (migrated).
+
+    A database and an object store belong together: a test that runs a whole stage with its own local
+    store must not share the session database, or the other tests' rows would look unaccounted for.
+    """
+    from scicodepile.db import migrate
+    from scicodepile.settings import load_settings
+
+    with postgres_database("scicodepile_own") as url:
+        settings = load_settings(var_dir=tmp_path / "var", database_url=url)
+        migrate(settings)
+        yield settings
+
+
+@pytest.fixture
 def s3_settings(tmp_path: Path, s3_server, request: pytest.FixtureRequest):
     """S3 object store on the test server, a bucket of this test's own."""
     import re

@@ -80,12 +80,12 @@ def build_hostile_source(root: Path) -> dict[str, str]:
     }
 
 
-def test_hostile_archives_through_the_stage(pg_settings, tmp_path: Path) -> None:
+def test_hostile_archives_through_the_stage(own_pg_settings, tmp_path: Path) -> None:
     root = tmp_path / "source"
     expected = build_hostile_source(root)
     optout = tmp_path / "optout.txt"
     optout.write_text("")
-    settings = pg_settings.model_copy(update={"curate_optout_file": optout})
+    settings = own_pg_settings.model_copy(update={"curate_optout_file": optout})
     report = run_stage(settings, root, run="hostile")
     with session_scope(settings) as s:
         repos = {

@@ -240,9 +240,9 @@ def optout(tmp_path: Path) -> Path:
     return path
 
 
-def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout, tmp_path) -> None:
+def test_curate_on_postgres_accounts_for_everything(own_pg_settings, source, optout, tmp_path) -> None:
     root, expected = source
-    settings = pg_settings.model_copy(update={"curate_optout_file": optout})
+    settings = own_pg_settings.model_copy(update={"curate_optout_file": optout})
     report = run_stage(settings, root)
     d = report.details
 
@@ -381,15 +381,15 @@ def test_curate_on_postgres_accounts_for_everything(pg_settings, source, optout,
     assert all("/run=it/" in k for k in report.outputs)
 
 
-def test_failed_gate_names_the_expectation(pg_settings, source, optout) -> None:
+def test_failed_gate_names_the_expectation(own_pg_settings, source, optout) -> None:
     root, _ = source
     # a config of its own (another size cap: another F1 slug), so every repository is curated afresh
     # even though the session's shared database saw the same names in the test above
-    settings = pg_settings.model_copy(
+    settings = own_pg_settings.model_copy(
         update={
             "curate_optout_file": optout,
             "curate_max_duplicate_ratio": 0.0,
-            "curate_max_file_bytes": pg_settings.curate_max_file_bytes - 1,
+            "curate_max_file_bytes": own_pg_settings.curate_max_file_bytes - 1,
         }
     )
     with pytest.raises(QualityGateFailed) as err:
