@@ -1,24 +1,10 @@
-"""Record types that flow between stages.  Every record carries its provenance."""
+"""Record types that flow between stages.  Every record carries its provenance (source, repository;
+files add commit, path and license in the F1 schema)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a piece of data came from: repository, commit, path and license."""
-
-    source: str
-    repository: str
-    commit: str | None = None
-    path: str | None = None
-    license: str | None = None
-    url: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -42,16 +28,4 @@ class RepositoryRecord:
     created_at: str | None = None
     pushed_at: str | None = None
     domain: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class CodeFile:
-    """One extracted code file with its provenance."""
-
-    provenance: Provenance
-    content: str
-    language: str
-    sha256: str
-    size: int
     extra: dict[str, Any] = field(default_factory=dict)

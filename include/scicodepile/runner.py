@@ -59,17 +59,6 @@ def stage_function(stage: str) -> Callable[[RunContext], StageReport]:
     return getattr(module, func_name)
 
 
-def available_stages() -> list[str]:
-    out = []
-    for stage in STAGES:
-        try:
-            stage_function(stage)
-        except StageNotAvailable:
-            break
-        out.append(stage)
-    return out
-
-
 def run_until(ctx: RunContext, until: str) -> dict[str, StageReport]:
     """Run every stage from the first up to and including ``until``."""
     if until not in STAGES:

@@ -8,7 +8,6 @@ sha256 (:meth:`ObjectStore.put_content_addressed`), so storing it twice costs no
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import shutil
@@ -221,7 +220,3 @@ class LocalObjectStore(ObjectStore):
 
     def location(self, key: str) -> str:
         return str(self._path(key)) if key else str(self.root)
-
-
-def bytes_io(data: bytes) -> BinaryIO:
-    return io.BytesIO(data)
