@@ -28,6 +28,7 @@ from scicodepile.db.models import (
     SearchPartition,
     Snapshot,
 )
+from scicodepile.pipeline import STAGES
 from scicodepile.settings import Settings
 
 UNKNOWN = "(unknown)"
@@ -104,7 +105,8 @@ def corpus_report(settings: Settings) -> CorpusReport:
             )
         ).all():
             for stage, status in _json_dict(raw).items():
-                stage_status[(str(stage), str(status))] += n
+                if stage in STAGES:  # other keys are bookkeeping (the run and config that curated it)
+                    stage_status[(str(stage), str(status))] += n
         for (stage, status), n in sorted(stage_status.items()):
             report.stages.append(StageCount(stage, f"stage status {status}", n, "repositories"))
         report.stages.append(
