@@ -26,9 +26,10 @@ Incremental runs (why: a scheduled run must never lose what earlier runs publish
 
   The F1 dataset is the union of every ``*.parquet`` under ``f1/<slug>/`` minus the rows listed in
   the ``*.superseded.json`` tombstones (matched on shard key, repository, commit and path; see
-  :func:`f1_shard_keys`, :func:`f1_tombstones`, :func:`read_f1`).  ``datasets.load_dataset("parquet",
-  data_files=f1_shard_keys(...) as locations)`` loads the union.  A published shard is never
-  rewritten by another run; rerunning the same run key rewrites the same keys with the same rows.
+  :mod:`scicodepile.curate.layout`: :func:`f1_shard_keys`, :func:`f1_tombstones`, :func:`read_f1`).
+  ``datasets.load_dataset("parquet", data_files=f1_shard_keys(...) as locations)`` loads the union.
+  A published shard is never rewritten by another run; rerunning the same run key rewrites the same
+  keys with the same rows.
   ``files.shard_key`` names the shard holding each kept file.
 * Dedup is global: a run's new files are compared with the files already published under this
   config (exact: their sha256 in the ``files`` table; near: their signature shards from earlier runs).
@@ -67,6 +68,27 @@ from scicodepile.curate.filters.files import FileFilterConfig, StackFileFilter
 from scicodepile.curate.filters.license import LicenseFilter
 from scicodepile.curate.filters.metadata import MetadataFilter, RepoView
 from scicodepile.curate.filters.readme import ReadmeFilter, check_readmes, find_readme, read_readme
+from scicodepile.curate.layout import (  # noqa: F401 - re-exported: the F1 layout and readers
+    CURATE_SETTINGS,
+    _f1_schema,
+    _iter_rows,
+    _row_id,
+    _run_prefix,
+    _signature_key,
+    _staging_key,
+    _staging_schema,
+    _tombstone_index,
+    _tombstone_staging_key,
+    f1_key,
+    f1_prefix,
+    f1_run_prefix,
+    f1_shard_keys,
+    f1_slug,
+    f1_tombstones,
+    minhash_config,
+    read_f1,
+    tombstone_key,
+)
 from scicodepile.curate.licenses import is_permissive, license_allowed, normalise_spdx
 from scicodepile.curate.optout import load_optout
 from scicodepile.curate.redact import redact
@@ -74,7 +96,7 @@ from scicodepile.db import record_rejection, session_scope, upsert
 from scicodepile.db.models import Artifact, File, Rejection, Repository, Snapshot
 from scicodepile.pipeline import Partition, Progress, StageReport, run_partition, shard_of
 from scicodepile.store import open_store
-from scicodepile.store.keys import dataset_prefix, manifest_key, safe_segment, snapshot_key
+from scicodepile.store.keys import manifest_key, safe_segment, snapshot_key
 
 log = logging.getLogger("scicodepile")
 
@@ -82,149 +104,6 @@ STAGE = "curate"
 DEDUP_REASONS = ("exact_duplicate", "near_duplicate")
 TRANSIENT_REASONS = ("fetch_failed",)
 """Repository rejections retried next run, which leave an earlier decision (and F1) alone."""
-CURATE_SETTINGS = (
-    "curate_min_stars",
-    "curate_languages",
-    "curate_min_code_share",
-    "curate_license_policy",
-    "curate_max_file_bytes",
-    "curate_max_line_length",
-    "curate_max_mean_line_length",
-    "curate_min_alnum_fraction",
-    "curate_redact",
-)
-
-
-def _f1_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("content", pa.string()),
-            ("repository", pa.string()),
-            ("commit", pa.string()),
-            ("path", pa.string()),
-            ("language", pa.string()),
-            ("license", pa.string()),
-            ("sha256", pa.string()),
-            ("size", pa.int64()),
-            ("domain", pa.string()),
-            ("dedup_cluster", pa.string()),
-        ]
-    )
-
-
-def _staging_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([("file_id", pa.int64()), *[(f.name, f.type) for f in _f1_schema()]])
-
-
-# ------------------------------------------------------------------------------------- configs
-def minhash_config(settings: Any) -> Any:
-    """The near-dup config named by the ``dedup_*`` settings (defaults while they are absent)."""
-    from scicodepile.curate.dedup import MinhashConfig
-
-    try:
-        return MinhashConfig.from_settings(settings)
-    except AttributeError:
-        return MinhashConfig()
-
-
-def f1_slug(settings: Any) -> str:
-    """Output name of F1 for these settings: ``<minhash slug>-<hash of the curate settings and the
-    README heuristic's version>``, so changed filters never overwrite earlier outputs."""
-    import hashlib
-
-    from scicodepile.curate.filters.readme import load_heuristic
-
-    basis = f"{settings.slug(*CURATE_SETTINGS)}:heuristic-v{load_heuristic().version}"
-    return f"{minhash_config(settings).slug}-{hashlib.sha256(basis.encode()).hexdigest()[:10]}"
-
-
-def _run_prefix(ctx: Any, what: str) -> str:
-    return f"curate-work/{safe_segment(f1_slug(ctx.settings))}/{safe_segment(ctx.run)}/{what}"
-
-
-def _staging_key(ctx: Any, index: int) -> str:
-    return f"{_run_prefix(ctx, 'staging')}/part-{index:05d}.parquet"
-
-
-def _signature_key(ctx: Any, index: int) -> str:
-    return f"{_run_prefix(ctx, 'signatures')}/part-{index:05d}.parquet"
-
-
-def _tombstone_staging_key(ctx: Any, index: int) -> str:
-    return f"{_run_prefix(ctx, 'superseded')}/part-{index:05d}.json"
-
-
-def f1_prefix(settings: Any) -> str:
-    """``f1/<slug>/``: every run's F1 partition of this config lies under it."""
-    return dataset_prefix("f1", f1_slug(settings)) + "/"
-
-
-def f1_run_prefix(ctx: Any) -> str:
-    """``f1/<slug>/run=<run>/``: this run's F1 partition."""
-    return f"{f1_prefix(ctx.settings)}run={safe_segment(ctx.run)}/"
-
-
-def f1_key(ctx: Any, index: int) -> str:
-    """The F1 shard of one repository shard in this run."""
-    return f"{f1_run_prefix(ctx)}part-{index:05d}.parquet"
-
-
-def tombstone_key(shard: str) -> str:
-    """The tombstone list beside an F1 shard: rows of earlier shards that this shard's run retracted."""
-    return shard.removesuffix(".parquet") + ".superseded.json"
-
-
-def f1_shard_keys(store: Any, settings: Any) -> list[str]:
-    """Every published F1 shard of this config (all runs), sorted."""
-    return sorted(o.key for o in store.list(f1_prefix(settings)) if o.key.endswith(".parquet"))
-
-
-def f1_tombstones(store: Any, settings: Any) -> list[dict[str, Any]]:
-    """Every tombstone entry of this config: ``{"shard_key", "repository", "commit", "path", ...}``."""
-    out: list[dict[str, Any]] = []
-    for o in sorted(store.list(f1_prefix(settings)), key=lambda o: o.key):
-        if o.key.endswith(".superseded.json"):
-            out.extend(json.loads(store.get_bytes(o.key)).get("entries", []))
-    return out
-
-
-def read_f1(store: Any, settings: Any, columns: list[str] | None = None) -> Any:
-    """The live F1 dataset of this config as one Arrow table: the union of all runs' shards minus the
-    tombstoned rows (a reader's reference implementation; it holds the table in memory)."""
-    import pyarrow as pa
-
-    from scicodepile.store.parquet import read_shard
-
-    dead = _tombstone_index(f1_tombstones(store, settings))
-    tables = []
-    for key in f1_shard_keys(store, settings):
-        table = read_shard(store, key)
-        if key in dead:
-            keep = [
-                _row_id(r) not in dead[key]
-                for r in _iter_rows(table.select(["repository", "commit", "path"]))
-            ]
-            table = table.filter(pa.array(keep, type=pa.bool_()))
-        tables.append(table.select(columns) if columns else table)
-    if not tables:
-        schema = _f1_schema()
-        return schema.empty_table().select(columns) if columns else schema.empty_table()
-    return pa.concat_tables(tables)
-
-
-def _row_id(row: dict[str, Any]) -> tuple[str, str, str]:
-    return (row["repository"], row["commit"], row["path"])
-
-
-def _tombstone_index(entries: Iterable[dict[str, Any]]) -> dict[str, set[tuple[str, str, str]]]:
-    dead: dict[str, set[tuple[str, str, str]]] = {}
-    for e in entries:
-        dead.setdefault(e["shard_key"], set()).add(_row_id(e))
-    return dead
 
 
 def _published_elsewhere(ctx: Any) -> Any:
@@ -1226,11 +1105,6 @@ def publish_shard(ctx: Any, ref: dict[str, Any]) -> dict[str, Any]:
 
     part = _partition(ctx, "publish", index, count)
     return run_partition(store, part, work, force=bool(ctx.params.get("force"))).to_dict()
-
-
-def _iter_rows(table: Any) -> Iterator[dict[str, Any]]:
-    for batch in table.to_batches(max_chunksize=1000):
-        yield from batch.to_pylist()
 
 
 # ------------------------------------------------------------------------------------- gate
