@@ -125,8 +125,17 @@ def test_killed_worker_task_is_retried_without_duplicates(
 
     root = tmp_path / "more"
     extra = make_repositories(root, 40, seed=2, files=4, functions=10)
+    asset_runs_before = len(_runs(cluster, CURATE, "asset_triggered"))
     crawl_id = cluster.trigger(CRAWL, {"source": "local", "path": str(root), "shards": 2})
     _succeed(cluster, CRAWL, crawl_id)
+    # the scheduler creates the asset-triggered curate run a moment after the crawl's asset event:
+    # wait until it exists (else "idle" could be seen before it, and it would run during the checks)
+    wait_for(
+        lambda: len(_runs(cluster, CURATE, "asset_triggered")) > asset_runs_before,
+        120,
+        what="the curate run triggered by the crawl's asset event",
+        interval=1,
+    )
     # wait for the curate runs this crawl triggered, then curate once more by hand with a new
     # run key and recurate_all: every shard is recomputed (nothing skipped by completion markers or
     # by "already curated"), and nothing already published may be published twice
