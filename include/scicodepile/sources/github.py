@@ -433,9 +433,23 @@ class GitHubClient:
     def prime(self) -> None:
         """Learn every quota from ``/rate_limit`` (a call GitHub does not count), so a fresh process
         never spends a request only to be told the window is exhausted."""
-        try:
-            resp = self._http.get(self.base_url + "/rate_limit")
-        except httpx.RequestError:
+        resp = None
+        for attempt in range(3):
+            try:
+                resp = self._http.get(self.base_url + "/rate_limit")
+                break
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                # No connection at all (DNS, refused, no route): a configuration or network fault,
+                # named now, instead of every partition retrying its way to a failure for hours.
+                if attempt == 2:
+                    raise ConfigError(
+                        f"the GitHub API at {self.base_url} is unreachable ({type(exc).__name__})",
+                        setting="SCICODEPILE_GITHUB_API_URL",
+                    ) from None
+                self._sleep(self._backoff(attempt))
+            except httpx.RequestError:
+                return
+        if resp is None:
             return
         if resp.status_code == 401:
             raise ConfigError(
