@@ -60,13 +60,10 @@ def _staging_schema() -> Any:
 
 # ------------------------------------------------------------------------------------- configs
 def minhash_config(settings: Any) -> Any:
-    """The near-dup config named by the ``dedup_*`` settings (defaults while they are absent)."""
+    """The near-dup config named by the ``dedup_*`` settings."""
     from scicodepile.curate.dedup import MinhashConfig
 
-    try:
-        return MinhashConfig.from_settings(settings)
-    except AttributeError:
-        return MinhashConfig()
+    return MinhashConfig.from_settings(settings)
 
 
 def f1_slug(settings: Any) -> str:

@@ -119,5 +119,5 @@ class MinhashConfig:
             rows=settings.dedup_rows,
             threshold=settings.dedup_threshold,
             seed=settings.dedup_seed,
-            verify=getattr(settings, "dedup_verify", True),
+            verify=settings.dedup_verify,
         )
